@@ -1,0 +1,162 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""The ``arctic-verl`` console script.
+
+Subcommands import their implementation lazily, so ``arctic-verl doctor`` works even when torch is broken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata as md
+import json
+import sys
+
+# name -> (module, help). Each module defines ``add_arguments(parser)`` and ``run(args) -> int`` and is imported only
+# when its subcommand runs, so ``arctic-verl doctor`` works even when torch is broken.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "doctor": ("arctic_platform.cli", "print what is installed; exit non-zero on a broken install"),
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# doctor
+# ------------------------------------------------------------------------------------------------
+
+
+def _owners(prefixes: tuple[str, ...]) -> dict[str, list[str]]:
+    """Map each top-level prefix to the distributions whose RECORD lists files under it."""
+    owners: dict[str, list[str]] = {p: [] for p in prefixes}
+    seen = set()
+    for dist in md.distributions():
+        key = (dist.metadata["Name"], dist.version, str(getattr(dist, "_path", "")))
+        if key in seen:
+            continue
+        seen.add(key)
+        for f in dist.files or ():
+            top = f.parts[0] if f.parts else ""
+            if top in owners:
+                label = f"{dist.metadata['Name']}=={dist.version}"
+                if label not in owners[top]:
+                    owners[top].append(label)
+    return owners
+
+
+def doctor_report() -> tuple[list[str], list[str]]:
+    """Return (lines, problems). A non-empty ``problems`` means a broken install."""
+    lines: list[str] = []
+    problems: list[str] = []
+    try:
+        verl_version = md.version("verl")
+    except md.PackageNotFoundError:
+        return ["verl: not installed"], ["no 'verl' distribution is installed; pip install dist/verl-*+arctic.*.whl"]
+    lines.append(f"verl distribution: {verl_version}")
+    if "+arctic." not in verl_version:
+        problems.append(
+            f"the installed verl {verl_version} is not arctic-verl (stock verl installed over ours?); "
+            "reinstall the arctic wheel: pip install --force-reinstall --no-deps dist/verl-*+arctic.*.whl"
+        )
+    try:
+        from verl import arctic_build
+
+        m = arctic_build.manifest()
+        lines.append(
+            f"manifest: upstream {m['upstream']['sdist']} sha256 {m['upstream']['sha256'][:16]}..., "
+            f"{len(m['patches'])} patches, {len(m['overlay'])} overlay files, build N={m['build_number']}"
+        )
+        if m["version"] != verl_version:
+            problems.append(f"manifest version {m['version']} != installed distribution {verl_version}")
+    except Exception as e:  # noqa: BLE001 - report any failure to read the manifest
+        problems.append(f"cannot read the arctic build manifest ({type(e).__name__}: {e})")
+    try:
+        importlib.import_module("verl.remote_backend")
+        from verl.remote_backend import RemoteBackendRegistry
+
+        lines.append(f"seam: verl.remote_backend present; registered backends {RemoteBackendRegistry.list()}")
+    except Exception as e:  # noqa: BLE001
+        lines.append(f"seam: missing ({type(e).__name__}: {e})")
+        problems.append("the RemoteBackend seam is missing from the installed verl")
+    owners = _owners(("verl", "arctic_platform", "kernels"))
+    for top in ("verl", "arctic_platform"):
+        own = owners[top]
+        lines.append(f"files under {top}/ owned by: {', '.join(own) or 'nobody'}")
+        others = [o for o in own if o != f"verl=={verl_version}"]
+        if others:
+            problems.append(f"{top}/ is also owned by {', '.join(others)}; uninstall it (one owner per package)")
+        if not own:
+            problems.append(f"no distribution owns {top}/ (a half-removed install?)")
+    if owners["kernels"]:
+        lines.append(f"top-level kernels/ owned by: {', '.join(owners['kernels'])} (Hugging Face's; not ours)")
+    for mod in ("torch", "triton", "ray", "transformers", "vllm"):
+        try:
+            lines.append(f"{mod}: {md.version(mod)}")
+        except md.PackageNotFoundError:
+            lines.append(f"{mod}: not installed")
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            lines.append(f"gpu: {torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}")
+        else:
+            lines.append("gpu: none (CPU only)")
+    except Exception as e:  # noqa: BLE001
+        problems.append(f"torch does not import ({type(e).__name__}: {e})")
+    return lines, problems
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(args) -> int:
+    lines, problems = doctor_report()
+    if getattr(args, "json", False):
+        print(json.dumps({"lines": lines, "problems": problems}, indent=2))
+    else:
+        for line in lines:
+            print(line)
+        for p in problems:
+            print(f"PROBLEM: {p}")
+        print("doctor: OK" if not problems else f"doctor: {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="arctic-verl", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    for name, (_module, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = build_parser()
+    if not argv or argv[0] not in COMMANDS:
+        ap.parse_args(argv)  # prints usage / the unknown-command error and exits
+        return 2
+    name, rest = argv[0], argv[1:]
+    module = importlib.import_module(COMMANDS[name][0])
+    parser = argparse.ArgumentParser(prog=f"arctic-verl {name}", description=COMMANDS[name][1])
+    module.add_arguments(parser)
+    return int(module.run(parser.parse_args(rest)) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+#
+# ./build.sh [build]   pinned upstream verl -> verify sha256 -> patch series (zero fuzz) -> overlay -> one wheel in dist/
+# ./build.sh smoke     build if needed, install into the active env (or .venv), run the bundled CPU smoke
+# ./build.sh test      build if needed, install with test extras, run the whole test suite (pytest -n auto)
+# ./build.sh check     lint every patches/verl-*/ folder and apply it to its pinned upstream (no build)
+# ./build.sh edit      the series as git commits under build/edit;  ./build.sh export  writes them back as patches
+# ./build.sh clean     remove build/ and dist/
+#
+# Options: --sdist PATH | --source DIR (offline builds; env ARCTIC_VERL_SDIST / ARCTIC_VERL_SOURCE),
+#          --patches DIR (a patches/verl-<version> folder). After `test`, remaining args go to pytest.
+# Env:     ARCTIC_CACHE_DIR (sdist cache, default ~/.cache/arctic-verl), ARCTIC_TORCH_SPEC (default torch==2.13.0),
+#          ARCTIC_BUILD_NUMBER (N outside a full git clone), PYTHON (interpreter for .venv, default python3).
+set -euo pipefail
+umask 022
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$REPO"
+
+# The CPU torch pin: on this kind of machine torch==2.13.0 is a local CPU build; an unpinned torch (pulled in by
+# accelerate/peft/torchdata) would download a multi-GB CUDA build. Installed only when torch is missing.
+TORCH_SPEC="${ARCTIC_TORCH_SPEC:-torch==2.13.0}"
+LOGDIR="$REPO/build/logs"
+CMD="build"
+case "${1:-}" in
+  build|smoke|test|check|edit|export|clean) CMD="$1"; shift ;;
+  -h|--help) sed -n '3,16p' "$0"; exit 0 ;;
+esac
+SRC_ARGS=()    # --sdist/--source: where upstream comes from
+PATCH_ARGS=()  # --patches: which patch folder
+PYTEST_ARGS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sdist) SRC_ARGS+=(--sdist "$2"); shift 2 ;;
+    --source) SRC_ARGS+=(--source "$2"); shift 2 ;;
+    --patches) PATCH_ARGS+=(--patches "$2"); shift 2 ;;
+    --) shift; PYTEST_ARGS+=("$@"); break ;;
+    *) if [ "$CMD" = test ] || [ "$CMD" = smoke ]; then PYTEST_ARGS+=("$1"); shift; else echo "build: unknown argument $1" >&2; exit 2; fi ;;
+  esac
+done
+
+now() { date +%s%N; }
+secs() { local d=$(( ($(now) - $1) / 1000000 )); printf '%d.%d' $((d / 1000)) $(((d % 1000) / 100)); }
+T0=$(now)
+stage() { STAGE="$1"; STAGE_T=$(now); }
+done_stage() { printf 'build: %-8s %6ss  %s\n' "$STAGE" "$(secs "$STAGE_T")" "${1:-}"; }
+die() { echo "build: $*" >&2; exit 1; }
+# run_logged NAME CMD...: quiet on success; on failure show the log tail and name the stage.
+run_logged() {
+  local name="$1"; shift
+  mkdir -p "$LOGDIR"
+  if ! "$@" >"$LOGDIR/$name.log" 2>&1; then
+    tail -n 30 "$LOGDIR/$name.log" >&2
+    die "$STAGE failed (full log: build/logs/$name.log)"
+  fi
+}
+
+HOST_PY="$(command -v python3 || true)"
+[ -n "$HOST_PY" ] || die "python3 not found (need Python 3.10-3.12)"
+ab() { "$HOST_PY" "$REPO/tools/arctic_build.py" "$@"; }
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tool environment: pinned setuptools + wheel (from pyproject's [build-system], the one place they are defined)
+# ---------------------------------------------------------------------------------------------------------------
+TOOLENV="$REPO/build/.toolenv"
+ensure_toolenv() {
+  local reqs
+  reqs="$("$HOST_PY" - <<'PY'
+import re
+text = open("pyproject.toml").read()
+block = text.split("[build-system]", 1)[1].split("\n[", 1)[0]
+print(" ".join(re.findall(r'"([^"]+)"', block.split("requires", 1)[1].split("]", 1)[0])))
+PY
+)"
+  if [ -x "$TOOLENV/bin/python" ] && [ "$(cat "$TOOLENV/.reqs" 2>/dev/null)" = "$reqs" ]; then return; fi
+  rm -rf "$TOOLENV"
+  run_logged toolenv "$HOST_PY" -m venv "$TOOLENV"
+  # shellcheck disable=SC2086
+  run_logged toolenv-pip "$TOOLENV/bin/python" -m pip install -q $reqs
+  echo "$reqs" > "$TOOLENV/.reqs"
+}
+
+wheel_path() { ls "$REPO"/dist/verl-*+arctic.*-py3-none-any.whl 2>/dev/null | head -n 1; }
+
+do_build() {
+  stage stamp
+  local stamp
+  stamp="$(ab stamp "${PATCH_ARGS[@]}")" || exit 1
+  local whl; whl="$(wheel_path)"
+  if [ -n "$whl" ] && [ -f build/src/BUILD_INFO.json ] && [ -f dist/.stamp ] \
+     && [ "$(cat dist/.stamp)" = "$stamp $(basename "$whl") $(sha256sum "$whl" | cut -d' ' -f1)" ] \
+     && grep -q "\"$stamp\"" build/src/BUILD_INFO.json; then
+    done_stage "up to date: dist/$(basename "$whl")"
+    return
+  fi
+  done_stage "inputs changed"
+  # Nothing from an earlier build may survive a failed one.
+  rm -f "$REPO"/dist/verl-*.whl "$REPO/dist/.stamp"
+
+  stage fetch
+  local sdist
+  sdist="$(ab fetch "${SRC_ARGS[@]}" "${PATCH_ARGS[@]}")" || { rm -rf build/src; die "fetch failed"; }
+  done_stage "$sdist (sha256 verified)"
+
+  stage patch
+  local version
+  if ! version="$(ab prepare "${SRC_ARGS[@]}" "${PATCH_ARGS[@]}" --out "$REPO/build/src")"; then
+    rm -rf "$REPO/build/src"
+    exit 1
+  fi
+  done_stage "build/src for verl $version"
+
+  stage wheel
+  ensure_toolenv
+  rm -rf "$REPO/build/setuptools" "$REPO/build/verl.egg-info" "$REPO/build/wheel-tmp"
+  local sde; sde="$(ab_sde)"
+  SOURCE_DATE_EPOCH="$sde" PYTHONHASHSEED=0 run_logged wheel \
+    "$TOOLENV/bin/python" -m pip wheel --no-deps --no-build-isolation --no-cache-dir -q -w "$REPO/build/wheel-tmp" "$REPO"
+  local built; built="$(ls "$REPO"/build/wheel-tmp/verl-*.whl)"
+  "$HOST_PY" "$REPO/tools/check_wheel.py" "$built" || { rm -rf "$REPO/build/wheel-tmp"; die "wheel check failed"; }
+  mkdir -p "$REPO/dist"
+  mv "$built" "$REPO/dist/"
+  rm -rf "$REPO/build/wheel-tmp" "$REPO/build/setuptools" "$REPO/build/verl.egg-info"
+  whl="$(wheel_path)"
+  echo "$stamp $(basename "$whl") $(sha256sum "$whl" | cut -d' ' -f1)" > "$REPO/dist/.stamp"
+  done_stage "dist/$(basename "$whl") $(du -k "$whl" | cut -f1) KiB sha256 $(sha256sum "$whl" | cut -c1-16)"
+}
+
+ab_sde() {
+  if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then echo "$SOURCE_DATE_EPOCH"; return; fi
+  git -C "$REPO" log -1 --format=%ct 2>/dev/null || echo 315532800
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Install into the active conda env / virtualenv, else .venv
+# ---------------------------------------------------------------------------------------------------------------
+ENV_PREFIX=""
+ENV_PY=""
+select_env() {
+  if [ -n "${VIRTUAL_ENV:-}" ]; then ENV_PREFIX="$VIRTUAL_ENV"
+  elif [ -n "${CONDA_PREFIX:-}" ]; then ENV_PREFIX="$CONDA_PREFIX"
+  else
+    ENV_PREFIX="$REPO/.venv"
+    if [ ! -x "$ENV_PREFIX/bin/python" ]; then
+      stage venv
+      run_logged venv "${PYTHON:-$HOST_PY}" -m venv "$ENV_PREFIX"
+      done_stage "created .venv"
+    fi
+  fi
+  ENV_PY="$ENV_PREFIX/bin/python"
+  [ -x "$ENV_PY" ] || die "no python in $ENV_PREFIX"
+  "$ENV_PY" -c 'import sys; sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 12) else 1)' \
+    || die "$ENV_PY is not Python 3.10-3.12"
+}
+
+do_install() {
+  local extras="$1"
+  select_env
+  stage install
+  if ! "$ENV_PY" -c 'import torch' >/dev/null 2>&1; then
+    run_logged torch "$ENV_PY" -m pip install -q "$TORCH_SPEC"
+  fi
+  local whl; whl="$(wheel_path)"
+  local want; want="$(sha256sum "$whl" | cut -d' ' -f1) $extras"
+  local marker="$ENV_PREFIX/.arctic-verl-installed"
+  if [ "$(cat "$marker" 2>/dev/null)" = "$want" ] && "$ENV_PY" -c 'import verl, arctic_platform' >/dev/null 2>&1; then
+    done_stage "up to date in $ENV_PREFIX"
+    return
+  fi
+  run_logged install-wheel "$ENV_PY" -m pip install -q --force-reinstall --no-deps "$whl"
+  run_logged install-deps "$ENV_PY" -m pip install -q "${whl}${extras}"
+  echo "$want" > "$marker"
+  done_stage "$(basename "$whl")$extras into $ENV_PREFIX"
+}
+
+# Environment for anything that runs the installed wheel: no repo on sys.path, small thread pools.
+run_env() {
+  env TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}" \
+      RAY_DEDUP_LOGS=0 PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1 "$@"
+}
+
+case "$CMD" in
+  clean)
+    rm -rf "$REPO/build" "$REPO/dist"
+    echo "build: removed build/ and dist/" ;;
+  check)
+    stage check
+    ab check "${SRC_ARGS[@]}" "${PATCH_ARGS[@]}" || exit 1
+    done_stage ;;
+  edit) ab edit "${SRC_ARGS[@]}" "${PATCH_ARGS[@]}" ;;
+  export) ab export "${PATCH_ARGS[@]}" ;;
+  build)
+    do_build ;;
+  smoke)
+    do_build
+    do_install ""
+    stage smoke
+    if "$ENV_PY" -c 'import arctic_platform.smoke' >/dev/null 2>&1; then
+      echo "build: smoke    running arctic-verl smoke ${PYTEST_ARGS[*]:-}"
+      run_env "$ENV_PREFIX/bin/arctic-verl" smoke "${PYTEST_ARGS[@]}"
+      done_stage "smoke passed"
+    else
+      run_env "$ENV_PREFIX/bin/arctic-verl" doctor >/dev/null
+      done_stage "installed and imported; the CPU smoke launcher is not in this build yet"
+    fi ;;
+  test)
+    do_build
+    do_install "[test]"
+    stage test
+    set +e
+    run_env "$ENV_PREFIX/bin/pytest" -n auto "${PYTEST_ARGS[@]}"
+    rc=$?
+    set -e
+    done_stage "pytest exit $rc"
+    exit $rc ;;
+esac
+printf 'build: %-8s %6ss\n' total "$(secs "$T0")"
