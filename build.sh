@@ -81,7 +81,7 @@ PY
   echo "$reqs" > "$TOOLENV/.reqs"
 }
 
-wheel_path() { ls "$REPO"/dist/verl-*+arctic.*-py3-none-any.whl 2>/dev/null | head -n 1; }
+wheel_path() { local w; for w in "$REPO"/dist/verl-*+arctic.*-py3-none-any.whl; do [ -f "$w" ] && { echo "$w"; return; }; done; return 0; }
 
 do_build() {
   stage stamp

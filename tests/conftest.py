@@ -1,0 +1,58 @@
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+"""Cheap root conftest: no torch, verl or ray at import time.
+
+* ``*_on_cpu.py`` files get the ``cpu`` marker (``-m cpu`` selects them); other test files may assume a GPU.
+* ``port_block``: 8 contiguous ports per xdist worker (``base = 20000 + 8 * worker_index + 400 * run_slot``), never a
+  port found by binding port 0 and handed on.
+* Tests import the installed wheel. Running from a source checkout without ``./build.sh test`` is refused, so a test
+  can never pass against the repo's unbuilt files.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PORT_BASE = int(os.environ.get("ARCTIC_TEST_PORT_BASE", "20000"))
+PORTS_PER_WORKER = 8
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name.endswith("_on_cpu.py"):
+            item.add_marker(pytest.mark.cpu)
+
+
+def pytest_sessionstart(session):
+    for name in ("verl", "arctic_platform"):
+        spec = __import__("importlib.util").util.find_spec(name)
+        if spec is None:
+            raise pytest.UsageError(f"{name} is not installed: run ./build.sh test (tests run against the built wheel)")
+        origin = Path(spec.origin or next(iter(spec.submodule_search_locations))).resolve()
+        if REPO in origin.parents and ".venv" not in origin.parts:
+            raise pytest.UsageError(f"{name} resolves to the source tree ({origin}); tests must import the installed wheel")
+
+
+def worker_index() -> int:
+    wid = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(wid[2:]) if wid.startswith("gw") and wid[2:].isdigit() else 0
+
+
+@pytest.fixture(scope="session")
+def port_block() -> list[int]:
+    """8 ports reserved for this xdist worker."""
+    base = PORT_BASE + PORTS_PER_WORKER * worker_index()
+    return list(range(base, base + PORTS_PER_WORKER))
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def python_exe() -> str:
+    return sys.executable
