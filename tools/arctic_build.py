@@ -692,6 +692,7 @@ def edit(folder: Path, sdist: Path | None, source: Path | None, workdir: Path) -
     subprocess.run(["git", "init", "-q"], cwd=workdir, check=True)
     subprocess.run(["git", *ident, "add", "-A"], cwd=workdir, check=True)
     subprocess.run(["git", *ident, "commit", "-q", "-m", "upstream"], cwd=workdir, check=True, env=env)
+    subprocess.run(["git", "tag", "upstream"], cwd=workdir, check=True)
     for p in patches:
         apply_patch(p, workdir)
         subprocess.run(["git", *ident, "commit", "-q", "-a", "-m", p.name], cwd=workdir, check=True, env=env)

@@ -1,0 +1,222 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""``PPOTrainerRemoteBackend``: the V1 sync trainer with all model work delegated to a :class:`RemoteBackend`.
+
+Selected by the Hydra group choice ``remote_backend=<name>`` (which sets ``trainer.v1.trainer_mode=remote_backend``)
+or by ``trainer.remote_backend=<name>`` with that mode. verl keeps the control loop (TransferQueue, agent loop,
+reward, advantages, metrics, checkpoint cadence); the backend's forwarder worker runs in a CPU-only resource pool,
+its rollout replica serves generation, and the ``"remote_backend"`` checkpoint engine is a no-op.
+
+API of upstream verl PR #7102, with arctic-verl's fixes (see ``docs/architecture.md``):
+
+* LoRA + reference policy: the forwarder replaces the worker class of the role the base trainer mapped.
+* Only the forwarder's pool is CPU-only; reward-model and teacher pools keep their GPUs; a critic (GAE) or a
+  reward model colocated in the forwarder's pool is rejected at start-up.
+* A rollout parallel size that yields zero replicas fails at start-up naming the settings.
+* The backend is destroyed when ``__init__``, ``init()`` or ``fit()`` fails, not only after ``fit()``.
+* Throughput metrics are normalised by the backend's GPU count (optional ``num_gpus()``), not the forwarder count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+from typing import Any, Optional
+
+import ray
+from omegaconf import DictConfig, open_dict
+
+from verl.remote_backend import RemoteBackend, RemoteBackendRegistry
+from verl.trainer.ppo.utils import Role, need_critic
+from verl.trainer.ppo.v1.trainer_base import register_trainer
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.utils.import_utils import import_external_libs
+
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+
+FORWARDER_ROLES = (Role.ActorRolloutRef, Role.ActorRollout, Role.Actor)
+
+
+def _run_awaitable(result: Any) -> Any:
+    """Run a coroutine/awaitable returned by a plugin's ``destroy()`` to completion from sync code."""
+
+    async def _wait():
+        return await result
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_wait())
+    # Called from inside a running loop (unusual for the trainer): finish it on a private loop in a thread.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, _wait()).result()
+
+
+def validate_remote_backend_config(config: DictConfig) -> None:
+    """Reject configurations the remote-backend trainer cannot honour, before any backend is created.
+
+    Raises:
+        ValueError: a critic-based estimator, a reward model colocated in the forwarder's CPU-only pool, or a
+            rollout parallel size that leaves zero rollout replicas for the forwarder.
+    """
+    if need_critic(config):
+        raise ValueError(
+            f"PPOTrainerRemoteBackend: algorithm.adv_estimator={config.algorithm.adv_estimator} needs a critic, "
+            "which would run in the forwarder's CPU-only resource pool; remote backends own no critic. Use a "
+            "critic-free estimator such as algorithm.adv_estimator=grpo"
+        )
+    reward_model = config.reward.reward_model
+    if reward_model.get("enable", False) and not reward_model.get("enable_resource_pool", False):
+        raise ValueError(
+            "PPOTrainerRemoteBackend: reward.reward_model.enable=True without reward.reward_model."
+            "enable_resource_pool=True would colocate the reward model in the forwarder's CPU-only pool; set "
+            "reward.reward_model.enable_resource_pool=True (it keeps its GPUs) or use a rule-based reward"
+        )
+    rollout = config.actor_rollout_ref.rollout
+    tp, dp, pp = (
+        rollout.tensor_model_parallel_size,
+        rollout.data_parallel_size,
+        rollout.pipeline_model_parallel_size,
+    )
+    world_size = config.trainer.n_gpus_per_node * config.trainer.nnodes
+    if world_size // (tp * dp * pp) < 1:
+        raise ValueError(
+            f"PPOTrainerRemoteBackend: rollout world size {tp * dp * pp} (actor_rollout_ref.rollout."
+            f"tensor_model_parallel_size={tp} x data_parallel_size={dp} x pipeline_model_parallel_size={pp}) exceeds "
+            f"the {world_size} forwarder worker(s) (trainer.n_gpus_per_node x trainer.nnodes), which leaves zero "
+            "rollout replicas. Set each of the three to 1: the remote backend sizes its own engines"
+        )
+
+
+@register_trainer("remote_backend")
+class PPOTrainerRemoteBackend(PPOTrainerSync):
+    """Sync V1 trainer whose actor, reference, rollout and weight sync live in a remote backend."""
+
+    def __init__(self, config: DictConfig):
+        self._backend: Optional[RemoteBackend] = None
+        # 1. backend name: trainer.remote_backend wins, else the Hydra group's `name`.
+        name = config.trainer.get("remote_backend", None)
+        if not name:
+            name = (config.get("remote_backend", None) or {}).get("name", None)
+            if not name:
+                raise ValueError(
+                    "PPOTrainerRemoteBackend requires either trainer.remote_backend=<name> or a remote_backend=<name> "
+                    "Hydra group choice"
+                )
+            with open_dict(config.trainer):
+                config.trainer.remote_backend = name
+        self._backend_name: str = name
+
+        # 2. plugin modules named in the config register their backend before it is looked up.
+        import_external_libs(config.actor_rollout_ref.rollout.checkpoint_engine.get("custom_backend_module", None))
+        import_external_libs((config.get("remote_backend", None) or {}).get("custom_backend_module", None))
+
+        # 3. the loop itself is the stock sync one (sync ReplayBuffer, v1.sync options).
+        with open_dict(config.trainer.v1):
+            config.trainer.v1.trainer_mode = "sync"
+
+        # Bad configurations fail here, before a backend (and its GPUs) exists.
+        validate_remote_backend_config(config)
+
+        # 4. create the backend; from here on every failure tears it down again.
+        self._backend = RemoteBackendRegistry.get(name).from_config(config)
+        try:
+            self._backend_handle: dict[str, Any] = self._backend.reconnect_handle()
+            self._warned_throughput = False
+            super().__init__(config)
+        except BaseException:
+            self._destroy_backend()
+            raise
+
+    # ------------------------------------------------------------------ hooks of PPOTrainer
+
+    def _checkpoint_engine_backend(self) -> str:
+        return "remote_backend"
+
+    def _actor_rollout_wg_extra_kwargs(self) -> dict:
+        return {"main_config": self.config, "backend_handle": self._backend_handle}
+
+    def _llm_server_replica_init_kwargs(self) -> dict:
+        return {"main_config": self.config, "backend_handle": self._backend_handle}
+
+    def _init_resource_pool_mgr(self):
+        super()._init_resource_pool_mgr()
+        name = self._backend_name
+        worker_cls = RemoteBackendRegistry.get_worker(name)
+        if worker_cls is None:
+            raise RuntimeError(
+                f"Remote backend '{name}' did not register an ActorRollout forwarder worker "
+                f"(RemoteBackendRegistry.register_worker('{name}', loader))"
+            )
+        # Replace the worker class of whichever actor role the base trainer mapped (never add a role: with
+        # LoRA the reference policy lives in the actor, and the base maps ActorRollout, not ActorRolloutRef).
+        role = next((r for r in FORWARDER_ROLES if r in self.role_worker_mapping), None)
+        if role is None:
+            raise ValueError(
+                f"PPOTrainerRemoteBackend: the base trainer mapped none of {[str(r) for r in FORWARDER_ROLES]}; "
+                f"got {[str(r) for r in self.role_worker_mapping]}"
+            )
+        self.role_worker_mapping[role] = ray.remote(worker_cls)
+        # Only the forwarder's pool is CPU-only; reward-model and teacher pools keep their GPUs.
+        self.resource_pool_manager.set_pool_use_gpu(self.mapping[role], False)
+        n_forwarders = self.config.trainer.n_gpus_per_node * self.config.trainer.nnodes
+        if self._backend.requires_single_forwarder() and n_forwarders != 1:
+            raise AssertionError(
+                f"Backend '{name}' requires a single forwarder worker: set trainer.n_gpus_per_node=1 and "
+                f"trainer.nnodes=1 (got {self.config.trainer.n_gpus_per_node} x {self.config.trainer.nnodes}); "
+                "the backend owns its own parallelism"
+            )
+
+    def _get_n_gpus_for_throughput(self) -> int:
+        num_gpus = getattr(self._backend, "num_gpus", None)
+        if callable(num_gpus):
+            return max(1, int(num_gpus()))
+        if not self._warned_throughput:
+            logger.warning(
+                f"Remote backend '{self._backend_name}' reports no num_gpus(); perf/throughput is per forwarder"
+            )
+            self._warned_throughput = True
+        return 1
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def init(self):
+        try:
+            super().init()
+        except BaseException:
+            self._destroy_backend()
+            raise
+
+    def fit(self, agent_loop_manager):
+        try:
+            return super().fit(agent_loop_manager)
+        finally:
+            self._destroy_backend()
+
+    def _destroy_backend(self) -> None:
+        """Destroy the backend once (idempotent); an awaitable result is run to completion; errors are logged."""
+        backend, self._backend = getattr(self, "_backend", None), None
+        if backend is None:
+            return
+        try:
+            result = backend.destroy()
+            if inspect.isawaitable(result):
+                _run_awaitable(result)
+        except Exception:
+            logger.exception(f"Destroying remote backend '{self._backend_name}' failed")

@@ -1,0 +1,146 @@
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+"""RemoteBackendRegistry and worker_utils, as upstream PR #7102 specifies them (tests/remote_backend there)."""
+
+import pytest
+import torch
+
+from verl.remote_backend import RemoteBackend, RemoteBackendRegistry
+from verl.remote_backend.worker_utils import (
+    make_njt,
+    normalize_backend_metrics,
+    shift_nested_response_aligned_to_predict_next,
+)
+from verl.utils.metric import AggregationType, Metric
+
+
+@pytest.fixture(autouse=True)
+def fresh_registry(monkeypatch):
+    """Isolate each test from the process-wide registry (and restore it afterwards)."""
+    monkeypatch.setattr(RemoteBackendRegistry, "_backends", dict(RemoteBackendRegistry._backends))
+    monkeypatch.setattr(RemoteBackendRegistry, "_worker_loaders", dict(RemoteBackendRegistry._worker_loaders))
+    monkeypatch.setattr(RemoteBackendRegistry, "_resolved_workers", dict(RemoteBackendRegistry._resolved_workers))
+
+
+class _Backend(RemoteBackend):
+    created = []
+
+    @classmethod
+    def from_config(cls, main_config, *, handle=None):
+        inst = cls()
+        cls.created.append((main_config, handle))
+        return inst
+
+    def reconnect_handle(self):
+        return {"x": 1}
+
+    def destroy(self):
+        return None
+
+    async def update_weights(self):
+        return {}
+
+    async def save_checkpoint(self):
+        return {}
+
+    def requires_single_forwarder(self):
+        return True
+
+
+class _OtherBackend(_Backend):
+    pass
+
+
+def test_abc_members_are_abstract():
+    with pytest.raises(TypeError):
+        RemoteBackend()  # type: ignore[abstract]
+    assert RemoteBackend.__abstractmethods__ == {
+        "from_config",
+        "reconnect_handle",
+        "destroy",
+        "update_weights",
+        "save_checkpoint",
+        "requires_single_forwarder",
+    }
+
+
+def test_register_same_class_twice_is_noop_and_returns_class():
+    assert RemoteBackendRegistry.register("t_same")(_Backend) is _Backend
+    assert RemoteBackendRegistry.register("t_same")(_Backend) is _Backend
+    assert RemoteBackendRegistry.get("t_same") is _Backend
+
+
+def test_register_collision_raises():
+    RemoteBackendRegistry.register("t_coll")(_Backend)
+    with pytest.raises(ValueError, match="already registered") as exc:
+        RemoteBackendRegistry.register("t_coll")(_OtherBackend)
+    assert str(exc.value).startswith("Remote backend name 't_coll' is already registered to ")
+    assert RemoteBackendRegistry.get("t_coll") is _Backend
+
+
+def test_unknown_backend_keyerror_lists_registered():
+    RemoteBackendRegistry.register("t_known")(_Backend)
+    with pytest.raises(KeyError, match="Unknown remote backend") as exc:
+        RemoteBackendRegistry.get("nope")
+    msg = exc.value.args[0]
+    assert msg.startswith("Unknown remote backend 'nope'. Registered: [")
+    assert "'t_known'" in msg and "VERL_USE_EXTERNAL_MODULES=" in msg
+
+
+def test_list_sorted_and_create_calls_from_config():
+    RemoteBackendRegistry.register("t_b")(_Backend)
+    RemoteBackendRegistry.register("t_a")(_OtherBackend)
+    names = RemoteBackendRegistry.list()
+    assert names == sorted(names) and {"t_a", "t_b"} <= set(names)
+    before = len(_Backend.created)
+    inst = RemoteBackendRegistry.create("t_b", {"cfg": 1})
+    assert isinstance(inst, _Backend)
+    assert _Backend.created[before:] == [({"cfg": 1}, None)]
+
+
+def test_worker_loader_is_lazy_and_called_once():
+    calls = []
+
+    class Fwd:
+        pass
+
+    def loader():
+        calls.append(1)
+        return Fwd
+
+    RemoteBackendRegistry.register_worker("t_lazy", loader)
+    assert calls == []  # not called at registration
+    RemoteBackendRegistry.register_worker("t_lazy", loader)  # same loader object: no-op
+    assert RemoteBackendRegistry.get_worker("t_lazy") is Fwd
+    assert RemoteBackendRegistry.get_worker("t_lazy") is Fwd
+    assert calls == [1]  # exactly once across two lookups
+    with pytest.raises(ValueError) as exc:
+        RemoteBackendRegistry.register_worker("t_lazy", lambda: Fwd)
+    assert str(exc.value).startswith("Remote backend 't_lazy' worker loader already registered to ")
+    assert RemoteBackendRegistry.get_worker("t_nothing") is None
+
+
+def test_make_njt_reads_left_padded_rows():
+    input_ids = torch.nested.nested_tensor([torch.tensor([1, 2, 3]), torch.tensor([4])], layout=torch.jagged)
+    attention_mask = torch.tensor([[0, 1, 1, 1], [0, 0, 0, 1]])
+    dense = torch.tensor([[9.0, 1.0, 2.0, 3.0], [9.0, 9.0, 9.0, 4.0]])
+    out = make_njt({"input_ids": input_ids, "attention_mask": attention_mask}, dense)
+    assert torch.equal(out.offsets(), input_ids.offsets())
+    assert out.values().tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_shift_to_predict_next():
+    njt = torch.nested.nested_tensor([torch.tensor([1, 2, 3, 4]), torch.tensor([5, 6])], layout=torch.jagged)
+    out = shift_nested_response_aligned_to_predict_next(njt)
+    assert [row.tolist() for row in out.unbind()] == [[2, 3, 4, 0], [6, 0]]
+
+
+def test_normalize_backend_metrics():
+    m = Metric(value=2.0, aggregation=AggregationType.MEAN)
+    dp = [Metric(value=1.0, aggregation="mean"), Metric(value=3.0, aggregation="mean")]
+    out = normalize_backend_metrics({"a": 1.5, "b": m, "c": [1, 2], "d": torch.tensor(3.0), "e": dp})
+    assert out["b"] is m
+    assert out["c"] == [1, 2]
+    assert isinstance(out["a"], Metric) and out["a"].aggregation == AggregationType.MEAN and out["a"].values == [1.5]
+    assert out["d"].values == [3.0]
+    assert out["e"] == 2.0  # Metric.aggregate_dp: mean over dp ranks

@@ -1,0 +1,120 @@
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The remote_backend Hydra group, the choice hook and the main() guard (patches 0004-0006).
+
+Covers the behaviours of upstream PR #7102's tests/remote_backend/test_hydra_choice_hook_on_cpu.py (no choice,
+choice, choice + explicit colocate_async) on the installed wheel's config, plus arctic-verl's fixes.
+"""
+
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+from omegaconf import OmegaConf
+
+import verl.trainer.main_ppo as main_ppo
+
+
+def _fake_hydra(monkeypatch, choices):
+    runtime = SimpleNamespace(choices=choices)
+    monkeypatch.setattr(main_ppo, "HydraConfig", SimpleNamespace(get=lambda: SimpleNamespace(runtime=runtime)))
+
+
+def test_default_compose_has_no_backend(compose):
+    cfg = compose(return_hydra_config=True)
+    assert "remote_backend" not in cfg
+    assert cfg.hydra.runtime.choices["remote_backend"] is None
+    assert cfg.trainer.remote_backend is None
+    assert cfg.trainer.v1.trainer_mode == "sync"
+
+
+def test_plain_trainer_remote_backend_override_composes(compose):
+    cfg = compose(["trainer.remote_backend=foo"])  # needed a '+' prefix with PR #7102's yaml alone
+    assert cfg.trainer.remote_backend == "foo"
+
+
+def test_choice_without_searchpath_fails(compose):
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+
+    with pytest.raises((ConfigCompositionException, MissingConfigException)):
+        compose(["remote_backend=surely_not_installed"])
+
+
+def test_choice_loads_plugin_group(compose, plugin_conf_dir):
+    cfg = compose([f"hydra.searchpath=[file://{plugin_conf_dir}]", "remote_backend=dummy"], return_hydra_config=True)
+    assert cfg.hydra.runtime.choices["remote_backend"] == "dummy"
+    assert cfg.remote_backend.name == "dummy" and cfg.remote_backend.dummy.lr == 0.5
+
+
+def test_hook_without_choice_leaves_config_unchanged(compose, monkeypatch):
+    cfg = compose()
+    _fake_hydra(monkeypatch, {"remote_backend": None})
+    before = OmegaConf.to_yaml(cfg)
+    main_ppo._resolve_remote_backend_from_hydra_choice(cfg)
+    assert cfg.trainer.v1.trainer_mode == "sync"
+    assert cfg.trainer.get("remote_backend") in (None, "")
+    assert OmegaConf.to_yaml(cfg) == before
+
+
+def test_hook_without_hydra_is_a_noop(compose, monkeypatch):
+    cfg = compose()
+
+    def _raise():
+        raise ValueError("HydraConfig was not set")
+
+    monkeypatch.setattr(main_ppo, "HydraConfig", SimpleNamespace(get=_raise))
+    main_ppo._resolve_remote_backend_from_hydra_choice(cfg)
+    assert cfg.trainer.v1.trainer_mode == "sync"
+
+
+def test_hook_with_choice_sets_name_and_mode(compose, monkeypatch):
+    cfg = compose()
+    _fake_hydra(monkeypatch, {"remote_backend": "dummy"})
+    main_ppo._resolve_remote_backend_from_hydra_choice(cfg)
+    assert cfg.trainer.remote_backend == "dummy"
+    assert cfg.trainer.v1.trainer_mode == "remote_backend"
+
+
+def test_hook_explicit_name_wins(compose, monkeypatch):
+    cfg = compose(["trainer.remote_backend=explicit"])
+    _fake_hydra(monkeypatch, {"remote_backend": "dummy"})
+    main_ppo._resolve_remote_backend_from_hydra_choice(cfg)
+    assert cfg.trainer.remote_backend == "explicit"
+
+
+def test_hook_keeps_explicit_async_mode_and_warns(compose, monkeypatch, caplog):
+    cfg = compose(["trainer.v1.trainer_mode=colocate_async"])
+    _fake_hydra(monkeypatch, {"remote_backend": "dummy"})
+    with caplog.at_level("WARNING", logger=main_ppo.logger.name):
+        main_ppo._resolve_remote_backend_from_hydra_choice(cfg)
+    assert cfg.trainer.remote_backend == "dummy"
+    assert cfg.trainer.v1.trainer_mode == "colocate_async"
+    assert any("remote_backend choice 'dummy' ignored:" in r.getMessage() for r in caplog.records)
+
+
+def _run_main(args, timeout=240):
+    env = {**os.environ, "HYDRA_FULL_ERROR": "1", "VERL_USE_EXTERNAL_PLUGINS": "none"}
+    return subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_ppo", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param(["trainer.remote_backend=dummy"], id="name-without-choice"),
+        pytest.param(["remote_backend=dummy", "trainer.v1.trainer_mode=colocate_async"], id="choice-with-async-mode"),
+        pytest.param(["remote_backend=dummy", "trainer.use_v1=false"], id="choice-with-v0"),
+    ],
+)
+def test_main_rejects_a_backend_the_stock_trainer_would_ignore(extra, plugin_conf_dir):
+    r = _run_main([f"hydra.searchpath=[file://{plugin_conf_dir}]", *extra])
+    assert r.returncode != 0
+    assert "trainer.remote_backend='dummy' requires trainer.v1.trainer_mode=remote_backend" in r.stderr
+    assert "ray init kwargs" not in r.stdout  # failed before Ray started
