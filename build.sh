@@ -12,7 +12,8 @@
 # Options: --sdist PATH | --source DIR (offline builds; env ARCTIC_VERL_SDIST / ARCTIC_VERL_SOURCE),
 #          --patches DIR (a patches/verl-<version> folder). After `test`, remaining args go to pytest.
 # Env:     ARCTIC_CACHE_DIR (sdist cache, default ~/.cache/arctic-verl), ARCTIC_TORCH_SPEC (default torch==2.13.0),
-#          ARCTIC_BUILD_NUMBER (N outside a full git clone), PYTHON (interpreter for .venv, default python3).
+#          ARCTIC_BUILD_NUMBER (N outside a full git clone), PYTHON (interpreter for .venv, default python3),
+#          ARCTIC_TOOLENV (reuse a build-tool venv), SOURCE_DATE_EPOCH (default: last commit time).
 set -euo pipefail
 umask 022
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -63,7 +64,7 @@ ab() { "$HOST_PY" "$REPO/tools/arctic_build.py" "$@"; }
 # ---------------------------------------------------------------------------------------------------------------
 # Tool environment: pinned setuptools + wheel (from pyproject's [build-system], the one place they are defined)
 # ---------------------------------------------------------------------------------------------------------------
-TOOLENV="$REPO/build/.toolenv"
+TOOLENV="${ARCTIC_TOOLENV:-$REPO/build/.toolenv}"  # pinned setuptools/wheel; ARCTIC_TOOLENV shares one between checkouts
 ensure_toolenv() {
   local reqs
   reqs="$("$HOST_PY" - <<'PY'
@@ -84,6 +85,12 @@ PY
 wheel_path() { local w; for w in "$REPO"/dist/verl-*+arctic.*-py3-none-any.whl; do [ -f "$w" ] && { echo "$w"; return; }; done; return 0; }
 
 do_build() {
+  # The upstream input is verified first, every time (cheap), so a tampered --sdist is never "up to date".
+  stage fetch
+  local fetched
+  fetched="$(ab fetch "${SRC_ARGS[@]}" "${PATCH_ARGS[@]}")" || { rm -rf "$REPO/build/src"; rm -f "$REPO"/dist/verl-*.whl "$REPO/dist/.stamp"; exit 1; }
+  done_stage "$fetched"
+
   stage stamp
   local stamp
   stamp="$(ab stamp "${PATCH_ARGS[@]}")" || exit 1
@@ -97,11 +104,6 @@ do_build() {
   done_stage "inputs changed"
   # Nothing from an earlier build may survive a failed one.
   rm -f "$REPO"/dist/verl-*.whl "$REPO/dist/.stamp"
-
-  stage fetch
-  local sdist
-  sdist="$(ab fetch "${SRC_ARGS[@]}" "${PATCH_ARGS[@]}")" || { rm -rf build/src; die "fetch failed"; }
-  done_stage "$sdist (sha256 verified)"
 
   stage patch
   local version
@@ -127,10 +129,7 @@ do_build() {
   done_stage "dist/$(basename "$whl") $(du -k "$whl" | cut -f1) KiB sha256 $(sha256sum "$whl" | cut -c1-16)"
 }
 
-ab_sde() {
-  if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then echo "$SOURCE_DATE_EPOCH"; return; fi
-  git -C "$REPO" log -1 --format=%ct 2>/dev/null || echo 315532800
-}
+ab_sde() { ab sde; }  # $SOURCE_DATE_EPOCH, else the time of the last commit that touched shipped content
 
 # ---------------------------------------------------------------------------------------------------------------
 # Install into the active conda env / virtualenv, else .venv

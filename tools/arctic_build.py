@@ -547,6 +547,7 @@ def input_stamp(folder: Path) -> str:
             for f in iter_files(p):
                 h.update(f.relative_to(REPO).as_posix().encode() + b"\0" + sha256_file(f).encode() + b"\n")
     h.update(b"folder\0" + folder.name.encode())
+    h.update(f"\0N={build_number()}\0SOURCE_DATE_EPOCH={source_date_epoch()}".encode())
     return h.hexdigest()
 
 
@@ -569,8 +570,8 @@ def source_date_epoch() -> int:
     env = os.environ.get("SOURCE_DATE_EPOCH")
     if env:
         return int(env)
-    try:
-        return int(git("log", "-1", "--format=%ct"))
+    try:  # the last commit that touched shipped content, so docs-only commits do not change the wheel
+        return int(git("log", "-1", "--format=%ct", "--", *SHIPPED_PATHS))
     except (OSError, subprocess.CalledProcessError, ValueError):
         return 315532800  # 1980-01-01, the earliest zip timestamp
 
@@ -781,6 +782,7 @@ def main(argv: list[str] | None = None) -> int:
     common(p, sources=False)
     p.add_argument("--workdir", type=Path, default=REPO / "build" / "edit")
     sub.add_parser("version")
+    sub.add_parser("sde", help="SOURCE_DATE_EPOCH for the wheel")
     args = ap.parse_args(argv)
     try:
         sdist = Path(args.sdist).resolve() if getattr(args, "sdist", None) else None
@@ -789,7 +791,18 @@ def main(argv: list[str] | None = None) -> int:
             raise BuildError("give --sdist or --source, not both")
         if args.cmd == "fetch":
             up = Upstream.load(_folder_arg(args.patches))
-            print(fetch_sdist(up, sdist) if source is None else source)
+            if source is None:
+                print(f"{fetch_sdist(up, sdist)} (sha256 verified)")
+            else:
+                with tempfile.TemporaryDirectory(prefix="arctic-source-") as td:
+                    copy_verl_source(source, Path(td))
+                    digest = tree_digest(Path(td) / "verl")
+                if digest != up.tree_sha256:
+                    raise BuildError(
+                        f"--source {source}: verl tree digest {digest} does not match tree_sha256 pinned in "
+                        f"{(up.folder / 'UPSTREAM').relative_to(REPO)} (not verl {up.version})"
+                    )
+                print(f"{source} (tree digest verified)")
         elif args.cmd == "prepare":
             m = prepare(_folder_arg(args.patches), sdist, source, args.out.resolve())
             print(m["version"])
@@ -799,6 +812,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(line)
         elif args.cmd == "stamp":
             print(input_stamp(_folder_arg(args.patches)))
+        elif args.cmd == "sde":
+            print(source_date_epoch())
         elif args.cmd == "version":
             up = Upstream.load(default_folder())
             print(f"{up.version}+arctic.{build_number()}")

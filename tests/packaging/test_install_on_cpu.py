@@ -1,0 +1,104 @@
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The wheel installs into a fresh venv, `import verl` reports the manifest, and `arctic-verl doctor` judges installs."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def wheel_path():
+    (w,) = sorted((REPO / "dist").glob("verl-*+arctic.*-py3-none-any.whl"))
+    return w
+
+
+def _site_packages() -> str:
+    return sysconfig.get_paths()["purelib"]
+
+
+def test_fresh_venv_install_and_manifest(tmp_path, wheel_path):
+    env_dir = tmp_path / "fresh"
+    venv.create(env_dir, with_pip=True)
+    py = env_dir / "bin" / "python"
+    r = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel_path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    # dependencies come from this test environment, appended after the fresh venv's own site-packages by a .pth
+    fresh_site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True
+    ).stdout.strip()
+    Path(fresh_site, "zz_test_env_deps.pth").write_text(_site_packages() + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = (
+        "import json, verl, verl.arctic_build as ab, arctic_platform;"
+        "print(json.dumps({'v': verl.__version__, 'm': ab.manifest(), 'verl': verl.__file__,"
+        " 'ap': arctic_platform.__file__}))"
+    )
+    r = subprocess.run([str(py), "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["v"] == "0.9.1"  # upstream's own version string is untouched
+    assert out["m"]["version"] == wheel_path.name.split("-")[1]
+    assert str(env_dir) in out["verl"] and str(env_dir) in out["ap"]
+    r = subprocess.run([str(py), "-m", "verl.arctic_build"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert json.loads(r.stdout)["upstream"]["sha256"] == out["m"]["upstream"]["sha256"]
+
+
+def test_installed_requirements_are_satisfied(wheel_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--report", "-", "-q", f"{wheel_path}[test]"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    check = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def _doctor(extra_path: Path | None = None):
+    env = dict(os.environ)
+    if extra_path is not None:
+        env["PYTHONPATH"] = f"{extra_path}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    exe = shutil.which("arctic-verl", path=os.path.dirname(sys.executable))
+    return subprocess.run([exe, "doctor"], capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_doctor_ok_on_this_install():
+    r = _doctor()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "verl distribution: 0.9.1+arctic." in r.stdout
+    assert "seam: verl.remote_backend present" in r.stdout
+    assert "gpu: none (CPU only)" in r.stdout or "gpu: " in r.stdout
+
+
+def _fake_dist(root: Path, name: str, version: str, files: list[str]) -> Path:
+    info = root / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in files))
+    return root
+
+
+def test_doctor_flags_a_second_owner_of_arctic_platform(tmp_path):
+    root = _fake_dist(tmp_path, "arctic_platform", "0.1.2", ["arctic_platform/__init__.py"])
+    r = _doctor(root)
+    assert r.returncode == 1
+    assert "arctic_platform/ is also owned by arctic_platform==0.1.2" in r.stdout
+
+
+def test_doctor_flags_stock_verl_over_ours(tmp_path):
+    root = _fake_dist(tmp_path, "verl", "0.9.1", ["verl/__init__.py"])
+    r = _doctor(root)
+    assert r.returncode == 1
+    assert "is not arctic-verl (stock verl installed over ours?)" in r.stdout
