@@ -1,0 +1,26 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""The verl V1 "arctic" plugin: remote backend adapter, forwarder worker, rollout replica and server.
+
+| File | Role |
+|---|---|
+| ``register.py`` | registrations only (``verl.plugins`` entry point): backend, lazy worker/replica loaders, Hydra path |
+| ``adapter.py`` | the ``arctic`` ``RemoteBackend``: verl config -> Arctic RL client config, jobs, fail-loud checks |
+| ``v1/worker.py`` | ``ArcticV1ActorRolloutRefWorker``: the CPU forwarder (log-probs, updates, weight sync, checkpoints) |
+| ``v1/replica.py`` | ``ArcticV1Replica``: ``RolloutReplica`` whose server forwards ``generate`` to the backend |
+| ``v1/server.py`` | ``ArcticV1LLMServer``: the Ray actor serving ``generate`` -> ``TokenOutput`` |
+| ``config/remote_backend/arctic.yaml`` | the ``remote_backend=arctic`` Hydra group entry (defaults documented) |
+| ``examples/`` | smoke and H200 launchers |
+"""

@@ -1,0 +1,290 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""The ``arctic`` RemoteBackend: verl config -> Arctic RL client, jobs, weight sync, checkpoints.
+
+Light at import (no torch, ray or httpx): ``register.py`` imports this module during ``import verl``.
+
+On the driver, :meth:`ArcticRemoteBackend.from_config` validates what the backend can honour, starts the embedded
+server (``backend.type=local``) or attaches to one (``onprem``), and creates the training, sampling and reference
+jobs. Forwarder workers and rollout servers re-attach with the handle and never create or destroy jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from verl.remote_backend import RemoteBackend
+
+logger = logging.getLogger(__name__)
+
+DEFAULTS_YAML = Path(__file__).resolve().parent / "config" / "remote_backend" / "arctic.yaml"
+BACKEND_TYPES = ("local", "onprem", "cortex")
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "token-sum")
+KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
+
+
+class ArcticConfigError(ValueError):
+    """A verl configuration the arctic backend cannot honour (raised at start-up, naming the setting)."""
+
+
+def arctic_options(main_config: DictConfig) -> DictConfig:
+    """``remote_backend.arctic`` merged over the packaged defaults (works without the Hydra group too)."""
+    defaults = OmegaConf.load(DEFAULTS_YAML).arctic
+    group = main_config.get("remote_backend", None)
+    user = group.get("arctic", None) if group is not None else None
+    merged = OmegaConf.merge(defaults, user) if user is not None else defaults
+    OmegaConf.set_readonly(merged, False)
+    return merged
+
+
+def _need_reference(main_config: DictConfig) -> bool:
+    return bool(main_config.actor_rollout_ref.actor.get("use_kl_loss", False)) or bool(
+        main_config.algorithm.get("use_kl_in_reward", False)
+    )
+
+
+def optimizer_steps_per_training_step(main_config: DictConfig) -> int:
+    """One forward-backward + /step per PPO mini-batch per epoch."""
+    actor = main_config.actor_rollout_ref.actor
+    num_minibatches = max(1, main_config.data.train_batch_size // actor.ppo_mini_batch_size)
+    return int(actor.ppo_epochs) * num_minibatches
+
+
+def validate_arctic_config(main_config: DictConfig, opts: Optional[DictConfig] = None) -> DictConfig:
+    """Reject what the arctic backend cannot honour, naming the setting. Returns the merged options."""
+    opts = opts if opts is not None else arctic_options(main_config)
+    arr = main_config.actor_rollout_ref
+    actor = arr.actor
+    backend_type = opts.backend.type
+    if backend_type not in BACKEND_TYPES:
+        raise ArcticConfigError(
+            f"remote_backend.arctic.backend.type={backend_type!r} is not supported; use one of {list(BACKEND_TYPES)}"
+        )
+    if backend_type == "onprem" and not opts.backend.url:
+        raise ArcticConfigError("remote_backend.arctic.backend.type=onprem needs remote_backend.arctic.backend.url")
+    if arr.rollout.name != "arctic":
+        raise ArcticConfigError(
+            f"remote_backend=arctic needs actor_rollout_ref.rollout.name=arctic (got {arr.rollout.name!r}): generation "
+            "must go through the backend's sampling job"
+        )
+    if main_config.algorithm.adv_estimator == "gae" or main_config.critic.get("enable", False):
+        raise ArcticConfigError(
+            "algorithm.adv_estimator=gae needs a critic, which the arctic backend does not run; use grpo (or another "
+            "critic-free estimator)"
+        )
+    if backend_type == "cortex":  # Cortex has no /forward endpoint
+        for setting, bad in (
+            ("actor_rollout_ref.actor.use_kl_loss", bool(actor.use_kl_loss)),
+            ("algorithm.use_kl_in_reward", bool(main_config.algorithm.get("use_kl_in_reward", False))),
+            ("actor_rollout_ref.actor.ppo_epochs > 1", int(actor.ppo_epochs) > 1),
+        ):
+            if bad:
+                raise ArcticConfigError(
+                    f"{setting} needs log-probs from a /forward endpoint, which the cortex backend does not have"
+                )
+    if _need_reference(main_config) and int(opts.log_prob_gpus) == 0:
+        raise ArcticConfigError(
+            "remote_backend.arctic.log_prob_gpus=0 means no reference (log_prob) job, but actor_rollout_ref.actor."
+            "use_kl_loss or algorithm.use_kl_in_reward needs reference log-probs; set log_prob_gpus >= 1"
+        )
+    loss_mode = (actor.get("policy_loss", None) or {}).get("loss_mode", "vanilla")
+    if loss_mode != "vanilla":
+        raise ArcticConfigError(
+            f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode!r} is not supported by the arctic backend "
+            "(only 'vanilla' PPO/GRPO)"
+        )
+    if actor.loss_agg_mode not in LOSS_AGG_MODES:
+        raise ArcticConfigError(f"actor_rollout_ref.actor.loss_agg_mode={actor.loss_agg_mode!r} is not supported")
+    if actor.use_kl_loss and str(actor.kl_loss_type).rstrip("+") not in KL_TYPES:
+        raise ArcticConfigError(f"actor_rollout_ref.actor.kl_loss_type={actor.kl_loss_type!r} is not supported")
+    optim = actor.optim
+    if str(optim.get("optimizer", "AdamW")).lower() != "adamw":
+        raise ArcticConfigError(f"actor_rollout_ref.actor.optim.optimizer={optim.optimizer!r}: the backend runs AdamW")
+    scheduler = optim.get("lr_scheduler_type", "constant") or "constant"
+    if scheduler not in ("constant", "cosine"):
+        raise ArcticConfigError(f"actor_rollout_ref.actor.optim.lr_scheduler_type={scheduler!r} is not supported")
+    if scheduler == "cosine" and not main_config.trainer.get("total_training_steps"):
+        raise ArcticConfigError(
+            "actor_rollout_ref.actor.optim.lr_scheduler_type=cosine with the arctic backend needs "
+            "trainer.total_training_steps: the backend's scheduler is created before verl counts the dataloader"
+        )
+    shared = opts.shared_filesystem if opts.shared_filesystem is not None else backend_type != "cortex"
+    if not shared and (main_config.trainer.save_freq > 0 or main_config.trainer.resume_mode != "disable"):
+        raise ArcticConfigError(
+            "trainer.save_freq > 0 or trainer.resume_mode != disable saves/loads backend checkpoints under "
+            "trainer.default_local_dir, but remote_backend.arctic.shared_filesystem is false for this backend; "
+            "set trainer.save_freq=-1 and trainer.resume_mode=disable, or use a backend that shares the filesystem"
+        )
+    for key in ("max_prompt_length", "max_response_length"):
+        if int(main_config.data[key]) <= 0:
+            raise ArcticConfigError(f"data.{key} must be positive")
+    return opts
+
+
+def build_client_config(main_config: DictConfig, opts: DictConfig):
+    """The :class:`arctic_platform.client.ArcticRLClientConfig` for this verl config."""
+    from arctic_platform.client import ArcticRLClientConfig, CortexConfig, LocalConfig, OnPremConfig
+
+    arr = main_config.actor_rollout_ref
+    optim = arr.actor.optim
+    k = optimizer_steps_per_training_step(main_config)
+    total_training_steps = main_config.trainer.get("total_training_steps") or None
+    warmup = int(optim.get("lr_warmup_steps", -1) or -1)
+    if warmup < 0:
+        ratio = float(optim.get("lr_warmup_steps_ratio", 0.0) or 0.0)
+        warmup = int(ratio * total_training_steps) if total_training_steps else 0
+    clip = optim.get("clip_grad", None)
+    if clip is None:
+        clip = arr.actor.get("grad_clip", None)
+    backend_type = opts.backend.type
+    if backend_type == "local":
+        backend = LocalConfig(
+            port=int(opts.backend.port),
+            startup_timeout=float(opts.backend.startup_timeout),
+            threads=int(opts.backend.threads),
+            log_file=opts.backend.log_file,
+            extra_env={str(k_): str(v) for k_, v in (opts.backend.extra_env or {}).items()},
+            token_env_var=opts.backend.token_env_var,
+        )
+    elif backend_type == "onprem":
+        backend = OnPremConfig(url=opts.backend.url, token_env_var=opts.backend.token_env_var)
+    else:
+        backend = CortexConfig.from_env()
+    engine_kwargs = OmegaConf.to_container(opts.sampling.engine_kwargs, resolve=True) or {}
+    zorro = bool(opts.rollout.zorro_inference.enable)
+    spec_model = opts.rollout.speculative_decoding.model or ""
+    if zorro:
+        from arctic_platform.kernels.cascade import fca_engine_overrides
+
+        engine_kwargs.setdefault("enforce_eager", bool(arr.rollout.get("enforce_eager", False)))
+        engine_kwargs = fca_engine_overrides(engine_kwargs, fca_enabled=True)
+    inference_flags = None
+    if zorro or spec_model:
+        inference_flags = {"zorro_inference": {"enable": zorro}, "speculative_decoding": {"model": spec_model}}
+    seed = opts.seed if opts.seed is not None else arr.rollout.get("seed", 42)
+    return ArcticRLClientConfig(
+        model_name=str(opts.model_path or arr.model.path),
+        seed=int(seed),
+        dtype=opts.dtype,
+        device=str(opts.device),
+        max_seq_len=int(main_config.data.max_prompt_length) + int(main_config.data.max_response_length),
+        training_gpus=int(opts.training_gpus),
+        sampling_gpus=int(opts.sampling_gpus),
+        log_prob_gpus=int(opts.log_prob_gpus),
+        job_ready_timeout=float(opts.timeouts.job_ready),
+        request_timeout=float(opts.timeouts.request),
+        connect_timeout=float(opts.timeouts.connect),
+        training={
+            "optimizer": {
+                "lr": float(optim.lr),
+                "betas": tuple(float(b) for b in optim.get("betas", (0.9, 0.999))),
+                "weight_decay": float(optim.get("weight_decay", 0.01)),
+                "eps": float(optim.get("eps", 1e-8) or 1e-8),
+            },
+            "grad_clip": float(clip) if clip is not None else None,
+            "lr_scheduler_type": optim.get("lr_scheduler_type", "constant") or "constant",
+            # verl counts warmup and horizon in training steps; the backend counts optimizer steps
+            "warmup_steps": warmup * k,
+            "total_steps": total_training_steps * k if total_training_steps else None,
+            "min_lr_ratio": float(optim.get("min_lr_ratio", 0.0) or 0.0),
+            "checkpoint_path": os.path.abspath(main_config.trainer.default_local_dir),
+        },
+        sampling={"engine_kwargs": engine_kwargs, "arctic_inference_config": inference_flags},
+        backend=backend,
+    )
+
+
+class ArcticRemoteBackend(RemoteBackend):
+    """verl's handle on an Arctic RL backend (one training, one sampling and an optional reference job)."""
+
+    def __init__(self, main_config: DictConfig, handle: dict[str, Any], owner_client=None):
+        self.main_config = main_config
+        self._handle = dict(handle)
+        self._owner_client = owner_client  # sync client that created the jobs (driver only)
+        self._async_clients: dict[int, Any] = {}
+        self._num_gpus = int(handle.get("num_gpus", 0))
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_config(cls, main_config: DictConfig, *, handle: Optional[dict[str, Any]] = None) -> ArcticRemoteBackend:
+        if handle is not None:
+            return cls(main_config, handle)
+        opts = validate_arctic_config(main_config)
+        client_config = build_client_config(main_config, opts)
+        from arctic_platform.client import ArcticRLClient
+
+        client = ArcticRLClient(client_config)
+        try:
+            client.start()
+            handle = dict(client.reconnect_handle())
+            device = str(client.status().get("device", opts.device))
+        except BaseException:
+            client.close()
+            raise
+        gpus = client_config.training_gpus + client_config.sampling_gpus + client_config.log_prob_gpus
+        handle["num_gpus"] = gpus if device.startswith("cuda") else 0
+        logger.info(f"arctic backend ready: {client!r}")
+        return cls(main_config, handle, owner_client=client)
+
+    def reconnect_handle(self) -> dict[str, Any]:
+        return dict(self._handle)
+
+    def client(self):
+        """An :class:`AsyncArcticRLClient` re-attached to this backend's jobs, one per running event loop."""
+        from arctic_platform.client import AsyncArcticRLClient
+
+        loop = asyncio.get_running_loop()
+        client = self._async_clients.get(id(loop))
+        if client is None:
+            client = AsyncArcticRLClient.from_handle(self._handle)
+            self._async_clients[id(loop)] = client
+        return client
+
+    # ------------------------------------------------------------------ RemoteBackend API
+
+    def destroy(self) -> None:
+        """Owner (driver): destroy the jobs it created and stop a local server. Re-attached: nothing to destroy."""
+        client, self._owner_client = self._owner_client, None
+        if client is not None:
+            client.close()
+
+    async def aclose(self) -> None:
+        """Close this process's HTTP connections (never destroys jobs)."""
+        clients, self._async_clients = list(self._async_clients.values()), {}
+        for c in clients:
+            await c.close()
+
+    async def update_weights(self, policy_version: Optional[int] = None) -> dict[str, Any]:
+        """Training -> sampling weight copy; the sampler serves the new weights once this returns."""
+        return await self.client().sync_weights(policy_version=policy_version)
+
+    async def save_checkpoint(
+        self, path: Optional[str] = None, step: Optional[int] = None, save_total_limit: Optional[int] = None
+    ) -> dict[str, Any]:
+        return await self.client().save(path=path, step=step, save_total_limit=save_total_limit)
+
+    def requires_single_forwarder(self) -> bool:
+        return True  # the backend owns its parallelism; verl runs one CPU forwarder
+
+    def num_gpus(self) -> int:
+        """GPUs the backend computes on (0 for a CPU server); verl normalises throughput by max(1, this)."""
+        return self._num_gpus

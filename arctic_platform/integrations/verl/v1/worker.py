@@ -1,0 +1,377 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""``ArcticV1ActorRolloutRefWorker``: the CPU forwarder that replaces verl's ``ActorRolloutRefWorker``.
+
+verl's V1 trainer hands it TransferQueue batches of nested-jagged tensors. The worker densifies them to the Arctic
+wire layout with the **configured** maxima (``data.max_prompt_length`` / ``data.max_response_length``: prompt
+left-padded into [0, P), response right-padded into [P, P+R)), sends them to the backend and returns what verl
+expects:
+
+* ``compute_log_prob`` / ``compute_ref_log_prob``: full-sequence nested predict-next ``log_probs`` (+ ``entropy``)
+  on the offsets of ``input_ids`` (slot i = log P(token i+1)), one row per input row, padding rows included;
+* ``update_actor``: one forward-backward + one step per PPO mini-batch for ``ppo_epochs`` epochs, with the full
+  actor config, returning verl's metric names plus ``mfu``, ``grad_norm`` and ``lr``;
+* ``update_weights``: the backend's training -> sampling sync, tagged with ``global_steps`` as the policy version.
+
+All data-plane methods are plain ``async def`` under ``@register`` (the seam keeps their coroutine status), so the
+worker needs no private event-loop thread. Never touches CUDA: the backend owns every device.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Optional
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tensordict import TensorDict
+
+from verl.remote_backend.worker_utils import normalize_backend_metrics
+from verl.single_controller.base import Worker
+from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
+from verl.trainer.ppo.padding_utils import SYNTHETIC_PADDING_SEQ_LEN
+from verl.utils import tensordict_utils as tu
+
+from ..adapter import ArcticRemoteBackend, arctic_options
+
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+
+# response-aligned fields update_actor sends, with their pad values (rollout_is_weights pads with a neutral 1.0)
+UPDATE_FIELDS = {"response_mask": 0, "old_log_probs": 0.0, "advantages": 0.0, "ref_log_prob": 0.0}
+IS_WEIGHTS = "rollout_is_weights"
+ACTOR_CONFIG_KEYS = (
+    "clip_ratio",
+    "clip_ratio_low",
+    "clip_ratio_high",
+    "clip_ratio_c",
+    "loss_agg_mode",
+    "loss_scale_factor",
+    "entropy_coeff",
+    "use_kl_loss",
+    "kl_loss_coef",
+    "kl_loss_type",
+)
+
+
+def _nested_lengths(nt: torch.Tensor) -> torch.Tensor:
+    lengths = nt.lengths()
+    return lengths if lengths is not None else nt.offsets().diff()
+
+
+def _row_ids(nt: torch.Tensor) -> torch.Tensor:
+    """Row index of every packed value of a nested tensor (no holes)."""
+    return torch.repeat_interleave(torch.arange(nt.size(0)), _nested_lengths(nt))
+
+
+def _row_all(nt: torch.Tensor, predicate: torch.Tensor) -> torch.Tensor:
+    """Bool [B]: ``predicate`` (over the packed values) holds for every value of the row (true for empty rows)."""
+    bad = torch.zeros(nt.size(0), dtype=torch.long).index_add_(0, _row_ids(nt), (~predicate).long())
+    return bad == 0
+
+
+def synthetic_padding_rows(data: TensorDict, eos_token_id: Optional[int]) -> torch.Tensor:
+    """Bool [B]: rows verl added with ``upsample_batch_to_divisible_size`` (127 EOS + 1 EOS, zero response mask).
+
+    They carry no loss and may exceed the configured prompt length, so they never go to the backend; outputs for
+    them are zeros (row counts still match).
+    """
+    prompt_len = _nested_lengths(data["prompts"])
+    resp_len = _nested_lengths(data["responses"])
+    mask = data["response_mask"]
+    candidate = (prompt_len == SYNTHETIC_PADDING_SEQ_LEN - 1) & (resp_len == 1) & _row_all(mask, mask.values() == 0)
+    if eos_token_id is not None and bool(candidate.any()):
+        ids = data["input_ids"]
+        candidate &= _row_all(ids, ids.values() == eos_token_id)
+    return candidate
+
+
+def _select_rows(nt: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Rows ``rows`` of a nested tensor, as a new nested tensor (one gather, no Python loop)."""
+    lengths = _nested_lengths(nt)
+    if len(rows) == nt.size(0):
+        return nt
+    sel_len = lengths[rows]
+    values = nt.values()[_flat_positions(nt.offsets()[rows], sel_len)]
+    offsets = torch.zeros(len(rows) + 1, dtype=torch.long)
+    offsets[1:] = torch.cumsum(sel_len, 0)
+    return torch.nested.nested_tensor_from_jagged(values, offsets)
+
+
+def _flat_positions(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Concatenation of ``arange(start, start + length)`` for each row."""
+    within = torch.arange(int(lengths.sum())) - torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
+    return torch.repeat_interleave(starts, lengths) + within
+
+
+def _full_sequence_from_dense(dense: torch.Tensor, prompt_len: torch.Tensor, seq_len: torch.Tensor, P: int):
+    """Cut each row's real tokens (columns [P - lp, P - lp + seq_len)) out of a dense [b, P+R] tensor, flat."""
+    row = torch.repeat_interleave(torch.arange(len(seq_len)), seq_len)
+    return dense[row, _flat_positions(P - prompt_len, seq_len)]
+
+
+class ArcticV1ActorRolloutRefWorker(Worker):
+    """Forwarder for verl's ``ActorRollout``/``ActorRolloutRef`` role (constructed by ``PPOTrainerRemoteBackend``)."""
+
+    def __init__(
+        self,
+        config: DictConfig,
+        role: str,
+        distillation_config: Any = None,
+        main_config: Optional[DictConfig] = None,
+        backend_handle: Optional[dict[str, Any]] = None,
+        **kwargs: Any,
+    ):
+        Worker.__init__(self)
+        if main_config is None or backend_handle is None:
+            raise ValueError(
+                "ArcticV1ActorRolloutRefWorker needs main_config and backend_handle; run it with remote_backend=arctic "
+                "(PPOTrainerRemoteBackend passes them)"
+            )
+        if distillation_config is not None and distillation_config.get("enabled", False):
+            raise ValueError("distillation is not supported by the arctic backend (distillation.enabled=true)")
+        self.config = config
+        self.role = role
+        self.main_config = main_config
+        self.backend = ArcticRemoteBackend.from_config(main_config, handle=backend_handle)
+        self.opts = arctic_options(main_config)
+        self.max_prompt_len = int(main_config.data.max_prompt_length)
+        self.max_response_len = int(main_config.data.max_response_length)
+        self.rollout_n = int(config.rollout.n)
+        self.pad_token_id: Optional[int] = None
+        self.eos_token_id: Optional[int] = None
+        self.policy_version: Optional[int] = None
+        self._flops_counter = None
+        # dispatch info: one forwarder is dp rank 0 and collects; "ref" only when this role serves a reference
+        self._register_dispatch_collect_info("actor", dp_rank=self.rank, is_collect=True)
+        if "ref" in role:
+            self._register_dispatch_collect_info("ref", dp_rank=self.rank, is_collect=True)
+
+    # ------------------------------------------------------------------ setup
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def init_model(self):
+        from transformers import AutoConfig, AutoTokenizer
+
+        path = self.opts.model_path or self.config.model.path
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=self.config.model.get("trust_remote_code"))
+        self.eos_token_id = tokenizer.eos_token_id
+        self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        try:
+            from verl.utils.flops_counter import FlopsCounter
+
+            self._flops_counter = FlopsCounter(AutoConfig.from_pretrained(path))
+        except Exception as e:  # noqa: BLE001 - mfu is a metric, never a reason to fail
+            logger.warning(f"arctic forwarder: no FLOPs estimate for {path} ({e}); mfu reported as 0")
+
+    # ------------------------------------------------------------------ layout
+
+    def _densify(self, data: TensorDict, rows: torch.Tensor, fields: dict[str, float]) -> dict[str, torch.Tensor]:
+        from arctic_platform.kernels.densify import densify
+
+        present = {name: pad for name, pad in fields.items() if name in data.keys()}
+        return densify(
+            _select_rows(data["prompts"], rows),
+            _select_rows(data["responses"], rows),
+            max_prompt_len=self.max_prompt_len,
+            max_response_len=self.max_response_len,
+            pad_token_id=self.pad_token_id,
+            fields={name: _select_rows(data[name], rows) for name in present},
+            field_pads=present,
+        )
+
+    def _wire_batch(self, dense: dict[str, torch.Tensor], fields: tuple[str, ...]) -> dict[str, torch.Tensor]:
+        keys = ["input_ids", "attention_mask", "prompts", "responses", *fields]
+        if not self.opts.log_prob.drop_position_ids:
+            keys.append("position_ids")
+        return {k: dense[k] for k in keys if k in dense}
+
+    def _meta(self, temperature: float, calculate_entropy: bool) -> dict[str, Any]:
+        return {
+            "temperature": float(temperature),
+            "calculate_entropy": bool(calculate_entropy),
+            "max_prompt_len": self.max_prompt_len,
+            "max_response_len": self.max_response_len,
+            "pad_token_id": self.pad_token_id,
+            "rollout_n": self.rollout_n,
+            "drop_position_ids": bool(self.opts.log_prob.drop_position_ids),
+        }
+
+    # ------------------------------------------------------------------ log-probs
+
+    async def _log_probs(self, data: TensorDict, *, ref: bool, want_entropy: bool) -> TensorDict:
+        temperature = float(tu.get(data, "temperature", default=self.config.rollout.temperature))
+        B = len(data)
+        input_ids = data["input_ids"]
+        offsets = input_ids.offsets()
+        seq_len = _nested_lengths(input_ids)
+        log_probs = torch.zeros(int(offsets[-1]), dtype=torch.float32)
+        entropy = torch.zeros_like(log_probs) if want_entropy else None
+        padding = synthetic_padding_rows(data, self.eos_token_id)
+        rows = torch.nonzero(~padding).flatten()
+        if len(rows):
+            dense = self._densify(data, rows, {})
+            reply = await self.backend.client().forward(
+                self._wire_batch(dense, ()),
+                self._meta(temperature, want_entropy),
+                {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": None},
+                ref=ref,
+            )
+            prompt_len = _nested_lengths(data["prompts"])[rows]
+            row_len = seq_len[rows]
+            flat_index = _flat_positions(offsets[rows], row_len)
+            out = reply["batch"]
+            log_probs[flat_index] = _full_sequence_from_dense(
+                out["logprobs"].float(), prompt_len, row_len, self.max_prompt_len
+            )
+            if want_entropy:
+                if "entropy" not in out:
+                    raise RuntimeError("the backend returned no entropy although calculate_entropy was set")
+                entropy[flat_index] = _full_sequence_from_dense(
+                    out["entropy"].float(), prompt_len, row_len, self.max_prompt_len
+                )
+        result = {"log_probs": torch.nested.nested_tensor_from_jagged(log_probs, offsets)}
+        if want_entropy:
+            result["entropy"] = torch.nested.nested_tensor_from_jagged(entropy, offsets)
+        return TensorDict(result, batch_size=[B])
+
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
+    async def compute_log_prob(self, data: TensorDict) -> TensorDict:
+        """Old-policy log-probs (training job); with ``no_lora_adapter`` the reference job (ref-in-actor)."""
+        reference = bool(tu.get(data, "no_lora_adapter", default=False))
+        want_entropy = bool(tu.get(data, "calculate_entropy", default=True)) and not reference
+        return await self._log_probs(data, ref=reference, want_entropy=want_entropy)
+
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="ref"))
+    async def compute_ref_log_prob(self, data: TensorDict) -> TensorDict:
+        """Reference log-probs from the backend's log_prob job; only ``log_probs`` (an ``entropy`` field would
+        overwrite the policy entropy already in TransferQueue)."""
+        return await self._log_probs(data, ref=True, want_entropy=False)
+
+    # ------------------------------------------------------------------ update
+
+    def _actor_config(self) -> dict[str, Any]:
+        actor = self.config.actor
+        cfg = {k: OmegaConf.to_container(actor[k]) if OmegaConf.is_config(actor[k]) else actor[k] for k in ACTOR_CONFIG_KEYS}
+        if cfg["loss_scale_factor"] is None:
+            cfg["loss_scale_factor"] = self.max_response_len
+        policy_loss = actor.get("policy_loss", None)
+        cfg["policy_loss"] = {"loss_mode": policy_loss.get("loss_mode", "vanilla") if policy_loss else "vanilla"}
+        return cfg
+
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
+    async def update_actor(self, data: TensorDict) -> TensorDict:
+        """One forward-backward + one step per PPO mini-batch, for ``ppo_epochs`` epochs (verl's iterator)."""
+        t0 = time.perf_counter()
+        mini_batch_size = int(tu.pop(data, "mini_batch_size", default=None) or len(data))
+        global_batch_size = int(tu.pop(data, "global_batch_size", default=None) or mini_batch_size)
+        epochs = int(tu.pop(data, "epochs", default=self.config.actor.ppo_epochs))
+        seed = int(tu.pop(data, "seed", default=42))
+        dataloader_kwargs = tu.pop(data, "dataloader_kwargs", default={}) or {}
+        temperature = float(tu.get(data, "temperature", default=self.config.rollout.temperature))
+        calculate_entropy = bool(tu.get(data, "calculate_entropy", default=False))
+        if len(data) % mini_batch_size:
+            raise ValueError(f"update_actor: batch of {len(data)} rows is not a multiple of mini-batch {mini_batch_size}")
+        fields = dict(UPDATE_FIELDS)
+        if not self.config.actor.use_kl_loss:
+            fields.pop("ref_log_prob")
+        if IS_WEIGHTS in data.keys():
+            fields[IS_WEIGHTS] = 1.0
+        for name in fields:
+            if name not in data.keys():
+                raise KeyError(f"update_actor: field {name!r} is missing from the batch")
+        actor_config = self._actor_config()
+        client = self.backend.client()
+        metrics: dict[str, list] = {}
+        tokens: list[int] = []
+        iterator = tu.make_iterator(
+            data, mini_batch_size=mini_batch_size, epochs=epochs, seed=seed, dataloader_kwargs=dataloader_kwargs
+        )
+        for mini_batch in iterator:
+            padding = synthetic_padding_rows(mini_batch, self.eos_token_id)
+            rows = torch.nonzero(~padding).flatten()
+            if len(rows) == 0:
+                continue  # only synthetic padding rows: nothing to learn from, no optimizer step
+            dense = self._densify(mini_batch, rows, fields)
+            meta = self._meta(temperature, calculate_entropy)
+            meta.update(
+                actor_config=actor_config,
+                global_batch_size=global_batch_size,
+                batch_num_tokens=int(dense["response_mask"].sum()),
+                dp_size=1,
+            )
+            reply = await client.forward_backward(
+                self._wire_batch(dense, tuple(fields)),
+                meta,
+                {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": "verl_grpo"},
+            )
+            step = await client.step()
+            for key, value in reply.get("metrics", {}).items():
+                metrics.setdefault(key.removeprefix("actor/"), []).append(float(value))
+            metrics.setdefault("loss", []).append(float(reply.get("avg_loss", 0.0)))
+            step_metrics = step.get("metrics", step)  # tolerate both {metrics:{...}} and flat step replies
+            metrics.setdefault("grad_norm", []).append(float(step_metrics["grad_norm"]))
+            metrics["lr"] = [float(step_metrics.get("last_lr", step_metrics.get("lr", 0.0)))]
+            tokens.extend(_nested_lengths(mini_batch["input_ids"])[rows].tolist())
+        metrics["mfu"] = [self._mfu(tokens, time.perf_counter() - t0)]
+        if self.policy_version is not None:  # the version that produced this batch's rollouts (sync training)
+            metrics["policy_version"] = [self.policy_version]
+        return tu.get_tensordict(tensor_dict={}, non_tensor_dict={"metrics": normalize_backend_metrics(metrics)})
+
+    def _mfu(self, tokens: list[int], seconds: float) -> float:
+        """Model FLOPs utilisation of the backend's training GPUs; 0 on a CPU backend (no peak to compare with)."""
+        gpus = self.backend.num_gpus()
+        if not tokens or seconds <= 0 or gpus == 0 or self._flops_counter is None:
+            return 0.0
+        from verl.utils.flops_counter import get_device_flops
+
+        achieved, _ = self._flops_counter.estimate_flops(tokens, seconds)
+        peak = get_device_flops(device_name=str(self.backend.reconnect_handle().get("device_name", "")))
+        return float(achieved * 3 / (peak * gpus)) if peak not in (0, float("inf")) else 0.0  # fwd + bwd = 3x fwd
+
+    # ------------------------------------------------------------------ weights and checkpoints
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL, blocking=False)
+    async def update_weights(self, global_steps: Optional[int] = None, mode: str = "auto"):
+        """Sync the backend's sampler to the trained weights; ``global_steps`` becomes the policy version.
+
+        Without a step (verl's ``_validate``) the current version is kept, so rollout tags stay equal to the
+        version that produced them.
+        """
+        version = int(global_steps) if global_steps is not None else self.policy_version
+        reply = await self.backend.update_weights(policy_version=version)
+        self.policy_version = int(reply.get("policy_version", version if version is not None else 0))
+        return {}
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    async def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None):
+        """Model + optimizer + scheduler + policy version, saved by the backend under ``local_path``."""
+        if hdfs_path:
+            raise ValueError("the arctic backend saves on its own filesystem; trainer.default_hdfs_dir is unsupported")
+        return await self.backend.save_checkpoint(path=local_path, step=int(global_step), save_total_limit=None)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    async def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False):
+        """Resume the training job from ``local_path`` (``trainer.resume_mode``); the next weight sync updates rollout."""
+        reply = await self.backend.client().load_checkpoint(path=local_path)
+        logger.info(f"arctic forwarder: resumed training job from {reply.get('path')} step {reply.get('global_step')}")
+        return reply
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    async def destroy(self):
+        """Close this worker's connections; the driver's backend owns and destroys the jobs."""
+        await self.backend.aclose()

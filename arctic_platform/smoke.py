@@ -1,0 +1,268 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""``arctic-verl smoke``: a CPU GRPO run that learns, end to end through patched verl V1 and the embedded backend.
+
+1. Writes a tiny random-init causal LM + tokenizer and the "repeat the digit" data set (no download).
+2. Runs the real ``python -m verl.trainer.main_ppo`` of this wheel: V1 trainer, GRPO, ``remote_backend=arctic``
+   (local embedded server on CPU), ``rollout.name=arctic``, KL off, Ray sized for a small machine.
+3. Prints one line per step, writes ``metrics.jsonl`` and ``reward.png``, and exits non-zero when the run fails,
+   a step is missing, rollouts are tagged with a policy version other than the one that produced them, or the
+   reward did not rise (mean of the last 5 steps minus the first 5 < 0.3; ``--no-learning-check`` skips that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REWARD = "critic/score/mean"
+LEARNING_MARGIN = 0.3
+WINDOW = 5
+TIMINGS = ("gen", "old_log_prob", "adv", "update_actor", "update_weights", "step")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--steps", type=int, default=40, help="GRPO steps (default 40)")
+    parser.add_argument("--out", type=Path, default=None, help="output directory (default runs/smoke-<time>)")
+    parser.add_argument("--no-learning-check", action="store_true", help="skip only the reward-rise check")
+    parser.add_argument("--batch", type=int, default=8, help="prompts per step")
+    parser.add_argument("--n", type=int, default=8, help="samples per prompt (GRPO group size, >= 4)")
+    parser.add_argument("--lr", type=float, default=2e-3, help="actor learning rate")
+    parser.add_argument("--poll-interval", type=float, default=0.1, help="trainer.v1.sampler.poll_interval")
+    parser.add_argument("--num-cpus", type=int, default=8, help="Ray logical CPUs (accounting only)")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds before the run is killed")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--verbose", action="store_true", help="stream main_ppo's output")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for main_ppo (key=value)")
+
+
+def main_ppo_command(out: Path, model: Path, train: Path, val: Path, args) -> list[str]:
+    from arctic_platform.integrations.verl.examples import digit_task
+
+    overrides = [
+        "remote_backend=arctic",
+        "actor_rollout_ref.rollout.name=arctic",
+        "trainer.use_v1=true",
+        "algorithm.adv_estimator=grpo",
+        "algorithm.use_kl_in_reward=false",
+        f"data.train_files={train}",
+        f"data.val_files={val}",
+        f"data.train_batch_size={args.batch}",
+        "data.max_prompt_length=32",
+        "data.max_response_length=8",
+        "data.dataloader_num_workers=0",
+        f"actor_rollout_ref.model.path={model}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={args.batch}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={args.batch}",
+        "actor_rollout_ref.actor.use_kl_loss=false",
+        "actor_rollout_ref.actor.entropy_coeff=0",
+        f"actor_rollout_ref.actor.optim.lr={args.lr}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={args.batch}",
+        f"actor_rollout_ref.rollout.n={args.n}",
+        "actor_rollout_ref.rollout.temperature=1.0",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.data_parallel_size=1",
+        "actor_rollout_ref.rollout.pipeline_model_parallel_size=1",
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+        f"actor_rollout_ref.rollout.seed={args.seed}",
+        "reward.num_workers=1",
+        f"reward.custom_reward_function.path={digit_task.__file__}",
+        "reward.custom_reward_function.name=compute_score",
+        "trainer.n_gpus_per_node=1",
+        "trainer.nnodes=1",
+        f"trainer.total_training_steps={args.steps}",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        "trainer.save_freq=-1",
+        "trainer.resume_mode=disable",
+        "trainer.logger=[console,file]",
+        "trainer.project_name=arctic_smoke",
+        f"trainer.experiment_name={out.name}",
+        f"trainer.default_local_dir={out / 'checkpoints'}",
+        f"trainer.v1.sampler.poll_interval={args.poll_interval}",
+        f"ray_kwargs.ray_init.num_cpus={args.num_cpus}",
+        "+ray_kwargs.ray_init.include_dashboard=false",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=2",
+        f"remote_backend.arctic.backend.log_file={out / 'arctic_server.log'}",
+        f"remote_backend.arctic.seed={args.seed}",
+    ]
+    return [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, *args.overrides]
+
+
+def read_steps(path: Path) -> dict[int, dict]:
+    steps: dict[int, dict] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            line = line.strip()
+            if line:
+                record = json.loads(line)
+                steps[int(record["step"])] = record["data"]
+    return steps
+
+
+def step_line(step: int, m: dict) -> str:
+    t = {k: m.get(f"timing_s/{k}", float("nan")) for k in TIMINGS}
+    return (
+        f"step {step:3d}  reward {m.get(REWARD, float('nan')):.3f}  pg_loss {m.get('actor/pg_loss', float('nan')):+.4f}"
+        f"  grad_norm {m.get('actor/grad_norm', float('nan')):.3f}  policy_version {policy_version(m)}"
+        f"  gen {t['gen']:.2f}s  update_actor {t['update_actor']:.2f}s  update_weights {t['update_weights']:.2f}s"
+        f"  step {t['step']:.2f}s"
+    )
+
+
+def policy_version(m: dict):
+    v = m.get("actor/policy_version")
+    return int(v) if v is not None else "?"
+
+
+def check_run(steps: dict[int, dict], n_steps: int) -> list[str]:
+    """Problems with a finished run: missing steps, or rollout tags that differ from the producing version."""
+    problems = []
+    missing = [s for s in range(1, n_steps + 1) if s not in steps]
+    if missing:
+        problems.append(f"missing steps {missing}")
+    for s, m in sorted(steps.items()):
+        # sync training: step s samples with the weights synced after step s-1, i.e. policy version s-1
+        tagged_max = s - 1 - m.get("training/off_policy/trajectory_staleness/min", float("nan"))
+        tagged_min = s - 1 - m.get("training/off_policy/trajectory_staleness_worst/max", float("nan"))
+        version = m.get("actor/policy_version")
+        if not (tagged_min == tagged_max == s - 1) or version is None or int(version) != s - 1:
+            problems.append(
+                f"step {s}: rollouts tagged with versions [{tagged_min}, {tagged_max}] but produced by policy version "
+                f"{version} (expected {s - 1})"
+            )
+    return problems
+
+
+def write_outputs(out: Path, steps: dict[int, dict]) -> None:
+    with open(out / "metrics.jsonl", "w") as f:
+        for s, m in sorted(steps.items()):
+            row = {
+                "step": s,
+                "reward_mean": m.get(REWARD),
+                "pg_loss": m.get("actor/pg_loss"),
+                "grad_norm": m.get("actor/grad_norm"),
+                "policy_version": m.get("actor/policy_version"),
+                "timing_s": {k: m.get(f"timing_s/{k}") for k in TIMINGS},
+                "metrics": m,
+            }
+            f.write(json.dumps(row, default=float) + "\n")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = sorted(steps)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(xs, [steps[s].get(REWARD, float("nan")) for s in xs], marker="o", markersize=3)
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("reward mean")
+    ax.set_ylim(0, 1)
+    ax.set_title("arctic-verl CPU smoke: repeat the digit")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "reward.png", dpi=100)
+    plt.close(fig)
+
+
+def run(args) -> int:
+    from arctic_platform.fixtures import make_tiny_model
+    from arctic_platform.integrations.verl.examples import digit_task
+
+    if args.n < 4:
+        print("smoke: --n must be >= 4 (GRPO group size)", file=sys.stderr)
+        return 2
+    t0 = time.time()
+    out = (args.out or Path("runs") / time.strftime("smoke-%Y%m%d-%H%M%S")).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    model = out / "model"
+    if not (model / "config.json").exists():
+        make_tiny_model(model, seed=args.seed)
+    train, val = digit_task.write_dataset(out / "data", seed=args.seed)
+    metrics_path = out / "verl_metrics.jsonl"
+    metrics_path.unlink(missing_ok=True)
+    env = {
+        **os.environ,
+        "VERL_FILE_LOGGER_PATH": str(metrics_path),
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS", "1"),
+        "RAY_DEDUP_LOGS": "0",
+        "HYDRA_FULL_ERROR": "1",
+    }
+    cmd = main_ppo_command(out, model, train, val, args)
+    (out / "command.txt").write_text(" ".join(cmd) + "\n")
+    print(f"smoke: {out} ({args.steps} steps, log {out / 'main_ppo.log'})", flush=True)
+    with open(out / "main_ppo.log", "w") as log:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=None if args.verbose else log,
+            stderr=subprocess.STDOUT if not args.verbose else None,
+            env=env,
+            cwd=out,
+            start_new_session=True,
+        )
+        printed, deadline = 0, t0 + args.timeout
+        try:
+            while proc.poll() is None:
+                if time.time() > deadline:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    try:
+                        proc.wait(30)
+                    except subprocess.TimeoutExpired:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    print(f"smoke: FAILED: timed out after {args.timeout:.0f} s", file=sys.stderr)
+                    return 1
+                steps = read_steps(metrics_path)
+                for s in sorted(k for k in steps if k > printed):
+                    print(step_line(s, steps[s]), flush=True)
+                    printed = s
+                time.sleep(1.0)
+        except KeyboardInterrupt:
+            os.killpg(proc.pid, signal.SIGTERM)
+            raise
+    steps = read_steps(metrics_path)
+    for s in sorted(k for k in steps if k > printed):
+        print(step_line(s, steps[s]), flush=True)
+    if steps:
+        write_outputs(out, steps)
+    wall = time.time() - t0
+    if proc.returncode != 0:
+        tail = "".join((out / "main_ppo.log").read_text().splitlines(keepends=True)[-25:]) if not args.verbose else ""
+        print(f"{tail}smoke: FAILED: main_ppo exited with {proc.returncode} (log {out / 'main_ppo.log'})", file=sys.stderr)
+        return 1
+    problems = check_run(steps, args.steps)
+    rewards = [steps[s][REWARD] for s in sorted(steps) if REWARD in steps[s]]
+    first, last = _mean(rewards[:WINDOW]), _mean(rewards[-WINDOW:])
+    final_version = policy_version(steps[max(steps)]) if steps else "?"
+    print(
+        f"smoke: {len(steps)} steps, reward {first:.3f} -> {last:.3f}, policy_version {final_version}, {wall:.0f} s",
+        flush=True,
+    )
+    if not args.no_learning_check and not (last - first >= LEARNING_MARGIN):
+        problems.append(f"reward rose by {last - first:.3f} (< {LEARNING_MARGIN}): the model did not learn")
+    for p in problems:
+        print(f"smoke: FAILED: {p}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")

@@ -1,0 +1,138 @@
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The arctic adapter's config mapping and its fail-loud start-up guards (no server needed: they fire first)."""
+
+import pytest
+
+from arctic_platform.integrations.verl.adapter import (
+    ArcticConfigError,
+    arctic_options,
+    build_client_config,
+    validate_arctic_config,
+)
+from verl.trainer.ppo.v1 import PPOTrainerRemoteBackend
+
+
+@pytest.mark.parametrize(
+    "overrides, setting",
+    [
+        pytest.param(
+            ["remote_backend.arctic.backend.type=cortex", "actor_rollout_ref.actor.use_kl_loss=true"],
+            "actor_rollout_ref.actor.use_kl_loss",
+            id="no-forward-kl-loss",
+        ),
+        pytest.param(
+            ["remote_backend.arctic.backend.type=cortex", "algorithm.use_kl_in_reward=true"],
+            "algorithm.use_kl_in_reward",
+            id="no-forward-kl-in-reward",
+        ),
+        pytest.param(
+            ["remote_backend.arctic.backend.type=cortex", "actor_rollout_ref.actor.ppo_epochs=2"],
+            "ppo_epochs > 1",
+            id="no-forward-epochs",
+        ),
+        pytest.param(
+            ["remote_backend.arctic.backend.type=cortex", "trainer.save_freq=5"],
+            "shared_filesystem is false",
+            id="save-without-shared-disk",
+        ),
+        pytest.param(
+            ["remote_backend.arctic.log_prob_gpus=0", "actor_rollout_ref.actor.use_kl_loss=true"],
+            "remote_backend.arctic.log_prob_gpus=0",
+            id="kl-without-reference-job",
+        ),
+        pytest.param(["remote_backend.arctic.backend.type=ray"], "backend.type='ray' is not supported", id="ray"),
+        pytest.param(["remote_backend.arctic.backend.type=onprem"], "needs remote_backend.arctic.backend.url", id="url"),
+        pytest.param(["actor_rollout_ref.rollout.name=vllm"], "actor_rollout_ref.rollout.name=arctic", id="rollout"),
+        pytest.param(["algorithm.adv_estimator=gae"], "algorithm.adv_estimator=gae", id="gae"),
+        pytest.param(
+            ["actor_rollout_ref.actor.policy_loss.loss_mode=gspo"], "policy_loss.loss_mode='gspo'", id="loss-mode"
+        ),
+        pytest.param(
+            ["actor_rollout_ref.actor.optim.lr_scheduler_type=cosine"], "needs trainer.total_training_steps", id="cosine"
+        ),
+    ],
+)
+def test_fail_loud_guards_name_the_setting(compose_arctic, overrides, setting):
+    cfg = compose_arctic(overrides)
+    with pytest.raises(ArcticConfigError) as exc:
+        validate_arctic_config(cfg)
+    assert setting in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        pytest.param(["algorithm.adv_estimator=gae"], "needs a critic", id="gae"),
+        pytest.param(
+            ["actor_rollout_ref.rollout.tensor_model_parallel_size=2"], "leaves zero rollout replicas", id="zero-replicas"
+        ),
+    ],
+)
+def test_trainer_rejects_before_any_server_starts(compose_arctic, overrides, message, tiny_model):
+    cfg = compose_arctic([f"actor_rollout_ref.model.path={tiny_model}", *overrides])
+    with pytest.raises(ValueError, match=message):
+        PPOTrainerRemoteBackend(cfg)
+
+
+def test_client_config_mapping(compose_arctic, tiny_model, tmp_path):
+    cfg = compose_arctic(
+        [
+            f"actor_rollout_ref.model.path={tiny_model}",
+            "actor_rollout_ref.actor.optim.lr=0.003",
+            "actor_rollout_ref.actor.optim.weight_decay=0.1",
+            "actor_rollout_ref.actor.optim.clip_grad=0.5",
+            "actor_rollout_ref.actor.optim.lr_warmup_steps=2",
+            "actor_rollout_ref.actor.optim.lr_scheduler_type=cosine",
+            "actor_rollout_ref.actor.ppo_epochs=2",
+            "data.train_batch_size=4",  # 2 mini-batches of 2 x 2 epochs = 4 optimizer steps per training step
+            "trainer.total_training_steps=10",
+            "actor_rollout_ref.rollout.seed=7",
+            f"trainer.default_local_dir={tmp_path}/ckpt",
+        ]
+    )
+    c = build_client_config(cfg, validate_arctic_config(cfg))
+    assert c.model_name == str(tiny_model)
+    assert c.max_seq_len == 16 + 8
+    assert c.seed == 7
+    assert c.training.optimizer.lr == 0.003 and c.training.optimizer.weight_decay == 0.1
+    assert c.training.grad_clip == 0.5
+    assert c.training.lr_scheduler_type == "cosine"
+    assert (c.training.warmup_steps, c.training.total_steps) == (2 * 4, 10 * 4)
+    assert c.training.checkpoint_path == f"{tmp_path}/ckpt"
+    assert c.backend.type == "local"
+    assert c.sampling.arctic_inference_config is None
+
+
+def test_zorro_inference_goes_through_fca_engine_overrides(compose_arctic, tiny_model):
+    cfg = compose_arctic(
+        [f"actor_rollout_ref.model.path={tiny_model}", "remote_backend.arctic.rollout.zorro_inference.enable=true"]
+    )
+    c = build_client_config(cfg, validate_arctic_config(cfg))
+    assert c.sampling.arctic_inference_config == {
+        "zorro_inference": {"enable": True},
+        "speculative_decoding": {"model": ""},
+    }
+    assert c.sampling.engine_kwargs["compilation_config"]["cudagraph_mode"] == "PIECEWISE"
+    assert c.sampling.engine_kwargs["forest_cascade_attn_configs"] == "{}"
+
+
+def test_zorro_with_explicit_full_graph_mode_is_refused(compose_arctic, tiny_model):
+    cfg = compose_arctic(
+        [
+            f"actor_rollout_ref.model.path={tiny_model}",
+            "remote_backend.arctic.rollout.zorro_inference.enable=true",
+            "+remote_backend.arctic.sampling.engine_kwargs.compilation_config.cudagraph_mode=FULL_AND_PIECEWISE",
+        ]
+    )
+    with pytest.raises(ValueError, match="FULL_AND_PIECEWISE"):
+        build_client_config(cfg, validate_arctic_config(cfg))
+
+
+def test_options_default_without_the_group(compose_arctic):
+    from omegaconf import open_dict
+
+    cfg = compose_arctic(hook=True)
+    with open_dict(cfg):
+        del cfg["remote_backend"]
+    assert arctic_options(cfg).backend.type == "local"
