@@ -242,6 +242,8 @@ class GenerateBatcher:
         self.job, self.registry, self.wait_s = job, registry, wait_s
         self.queue: asyncio.Queue = asyncio.Queue()
         self.task: asyncio.Task | None = None
+        self.requests = 0
+        self.batches = 0
 
     async def submit(self, items: list[GenerateItem]) -> tuple[list[dict], int]:
         if self.task is None:
@@ -275,6 +277,8 @@ class GenerateBatcher:
             if not live:
                 continue
             items = [it for its, _ in live for it in its]
+            self.requests += len(live)
+            self.batches += 1
             try:
                 results, _version = await _thread(
                     _locked,

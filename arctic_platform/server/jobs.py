@@ -182,6 +182,9 @@ class Job:
         if self.job_type == "sampling" and eng is not None:
             d["policy_version"] = eng.policy_version
             d["inference_state"] = eng.state
+            b = self.batcher
+            d["generate_requests"] = b.requests if b is not None else 0
+            d["generate_batches"] = b.batches if b is not None else 0
         return d
 
 
