@@ -110,15 +110,23 @@ def resolve_dtype(name: str) -> torch.dtype:
     return _DTYPES[name]
 
 
+_LOAD_LOCK = threading.Lock()
+
+
 def load_model(s: EngineSettings, *, train: bool):
-    """Load ``s.model_path`` as a causal LM on ``s.device`` in ``s.dtype``."""
+    """Load ``s.model_path`` as a causal LM on ``s.device`` in ``s.dtype``.
+
+    Loads are serialised: ``from_pretrained`` initialises on the meta device through process-global patches, so two
+    jobs building in parallel threads would corrupt each other.
+    """
     import transformers
     from transformers import AutoModelForCausalLM
 
     transformers.utils.logging.disable_progress_bar()
-    model = AutoModelForCausalLM.from_pretrained(
-        s.model_path, dtype=resolve_dtype(s.dtype), attn_implementation=s.attn_implementation
-    )
+    with _LOAD_LOCK:
+        model = AutoModelForCausalLM.from_pretrained(
+            s.model_path, dtype=resolve_dtype(s.dtype), attn_implementation=s.attn_implementation
+        )
     model.to(s.device)
     model.train(train)
     if not train:

@@ -67,6 +67,7 @@ def serve(workdir: Path, *args: str, env: dict | None = None, timeout: float = 9
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=full_env,
+            cwd=workdir,  # never the repository root: ``-m`` would import the source tree instead of the wheel
             start_new_session=True,
         )
     try:
