@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -312,6 +313,12 @@ class AsyncArcticRLClient:
             raise ArcticRLError(None, "the client is closed", path)
         return await self._transport.request(method, path, **kw)
 
+    def _server_path(self, path: str | None) -> str | None:
+        """Relative paths mean the caller's working directory; the local server runs elsewhere."""
+        if path is not None and isinstance(self.config.backend, LocalConfig):
+            return os.path.abspath(path)
+        return path
+
     def _need(self, job_type: str, endpoint: str):
         jid = self._jobs[job_type]
         if jid is None:
@@ -383,7 +390,7 @@ class AsyncArcticRLClient:
             ``{"job_id", "path", "hf_path", "global_step"}``.
         """
         jid = self._need("training", "/save")
-        body = {"path": path, "step": step, "save_total_limit": save_total_limit}
+        body = {"path": self._server_path(path), "step": step, "save_total_limit": save_total_limit}
         return await self._call(
             "POST", "/save", params={"job_id": jid}, json_body={k: v for k, v in body.items() if v is not None},
             idempotent=step is not None,
@@ -395,7 +402,7 @@ class AsyncArcticRLClient:
         The sampler is not touched; call ``sync_weights(policy_version=...)`` afterwards to serve the loaded weights.
         """
         jid = self._need("training", "/load-checkpoint")
-        body = {k: v for k, v in {"path": path, "step": step}.items() if v is not None}
+        body = {k: v for k, v in {"path": self._server_path(path), "step": step}.items() if v is not None}
         return await self._call("POST", "/load-checkpoint", params={"job_id": jid}, json_body=body, idempotent=True)
 
     # ---- sampling ----

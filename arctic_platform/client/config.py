@@ -275,7 +275,10 @@ class ArcticRLClientConfig(_Model):
                 "min_lr_ratio": t.min_lr_ratio,
                 "micro_batch_size": t.micro_batch_size,
             }
-            body["checkpoint_path"] = t.checkpoint_path
+            ckpt = t.checkpoint_path
+            if ckpt and isinstance(self.backend, LocalConfig):
+                ckpt = os.path.abspath(ckpt)  # the local server runs in its own working directory
+            body["checkpoint_path"] = ckpt
         elif job_type == "sampling":
             body["engine_kwargs"] = {"max_model_len": self.max_seq_len, **self.sampling.engine_kwargs}
             if self.sampling.arctic_inference_config:

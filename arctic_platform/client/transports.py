@@ -251,7 +251,13 @@ class LocalServer:
         env = {**os.environ, **cfg.extra_env}
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=self._tmp,  # ``-m`` puts the cwd first on sys.path: never let a source checkout shadow the install
+            start_new_session=True,
         )
         self._finalizer = weakref.finalize(self, _terminate, self.proc, 5.0)
         deadline = time.monotonic() + cfg.startup_timeout
