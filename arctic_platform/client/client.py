@@ -532,6 +532,10 @@ class ArcticRLClient:
     def close(self) -> None:
         if self._loop.is_closed():
             return
+        c = self._client
+        if c._transport is None and c._server is None:  # never started: nothing to release on the loop
+            self._loop.close()
+            return
         try:
             self._run(self._client.close())
         finally:
