@@ -181,9 +181,9 @@ def run(args) -> int:
         limit_concurrency=None,
     )
     server = uvicorn.Server(config)
-    print(f"Arctic RL server listening on http://{shown}:{port}", flush=True)
-    if args.port_file:
+    if args.port_file:  # before the line below, so a reader of either finds both
         _write_port_file(args.port_file, port)
+    print(f"Arctic RL server listening on http://{shown}:{port}", flush=True)
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:
