@@ -239,12 +239,14 @@ class AsyncArcticRLClient:
             return
         self._closed = True
         errors = []
+        srv = self._server
+        server_dead = srv is not None and srv.proc is not None and srv.proc.poll() is not None
         if self._transport is not None:
-            for jid, jt in reversed(self._owned):
+            for jid, jt in reversed([] if server_dead else self._owned):
                 try:
                     await self._transport.request(
                         "POST", "/destroy", params={"job_id": jid}, json_body={"job_type": jt},
-                        idempotent=True, timeout=min(60.0, self.config.request_timeout),
+                        idempotent=True, timeout=min(60.0, self.config.request_timeout), max_retries=0,
                     )  # fmt: skip
                 except ArcticRLError as e:
                     if e.status != 404:
@@ -383,7 +385,14 @@ class AsyncArcticRLClient:
         tree = {"batch": batch, "meta": meta, "processing": processing or FORWARD_PROCESSING}
         return await self._frame_call("/forward", jid, tree, idempotent=True)
 
-    async def save(self, path: str | None = None, step: int | None = None, save_total_limit: int | None = None) -> dict:
+    async def save(
+        self,
+        path: str | None = None,
+        step: int | None = None,
+        save_total_limit: int | None = None,
+        *,
+        export_hf: bool = False,
+    ) -> dict:
         """Checkpoint to ``<path or job dir>/checkpoint-<step or global_steps>`` + ``latest``.
 
         Returns:
@@ -391,6 +400,8 @@ class AsyncArcticRLClient:
         """
         jid = self._need("training", "/save")
         body = {"path": self._server_path(path), "step": step, "save_total_limit": save_total_limit}
+        if export_hf:
+            body["export_hf"] = True  # also write <target>/hf (save_pretrained: config + safetensors)
         return await self._call(
             "POST", "/save", params={"job_id": jid}, json_body={k: v for k, v in body.items() if v is not None},
             idempotent=step is not None,
@@ -568,8 +579,15 @@ class ArcticRLClient:
     def forward(self, batch: dict, meta: dict, processing: dict | None = None, *, ref: bool = False) -> dict:
         return self._run(self._client.forward(batch, meta, processing, ref=ref))
 
-    def save(self, path: str | None = None, step: int | None = None, save_total_limit: int | None = None) -> dict:
-        return self._run(self._client.save(path, step, save_total_limit))
+    def save(
+        self,
+        path: str | None = None,
+        step: int | None = None,
+        save_total_limit: int | None = None,
+        *,
+        export_hf: bool = False,
+    ) -> dict:
+        return self._run(self._client.save(path, step, save_total_limit, export_hf=export_hf))
 
     def load_checkpoint(self, path: str | None = None, step: int | None = None) -> dict:
         return self._run(self._client.load_checkpoint(path, step))

@@ -112,6 +112,7 @@ class HttpTransport:
         frame: bytes | None = None,
         idempotent: bool = False,
         timeout: float | None = None,
+        max_retries: int | None = None,
     ) -> Any:
         """Send one call and decode the reply by its Content-Type (frame or JSON).
 
@@ -131,6 +132,7 @@ class HttpTransport:
             kwargs["headers"] = {"Content-Type": "application/json"}
         if timeout is not None:
             kwargs["timeout"] = httpx.Timeout(timeout, connect=self.connect_timeout)
+        retries = self.max_retries if max_retries is None else max_retries
         attempt = 0
         while True:
             retry_reason = None
@@ -138,16 +140,16 @@ class HttpTransport:
                 resp = await self._client.request(method, path, **kwargs)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
                 # never reached the server: safe to retry any call
-                if attempt >= self.max_retries:
+                if attempt >= retries:
                     raise ArcticRLError(None, f"cannot connect to {self.url} ({type(e).__name__}: {e})", path) from None
                 retry_reason = f"{type(e).__name__}"
             except httpx.TimeoutException as e:
-                if not idempotent or attempt >= self.max_retries:
+                if not idempotent or attempt >= retries:
                     t = timeout or self.request_timeout
                     raise ArcticRLError(None, f"no reply within {t:.0f}s ({type(e).__name__})", path) from None
                 retry_reason = f"{type(e).__name__}"
             except httpx.TransportError as e:
-                if not idempotent or attempt >= self.max_retries:
+                if not idempotent or attempt >= retries:
                     raise ArcticRLError(
                         None, f"connection to {self.url} failed ({type(e).__name__}: {e})", path
                     ) from None
@@ -161,14 +163,12 @@ class HttpTransport:
                         return resp.json()
                     return resp.text
                 reason = _reason(resp)
-                if resp.status_code in _RETRY_STATUS and idempotent and attempt < self.max_retries:
+                if resp.status_code in _RETRY_STATUS and idempotent and attempt < retries:
                     retry_reason = f"HTTP {resp.status_code}: {reason}"
                 else:
                     raise ArcticRLError(resp.status_code, reason, path)
             delay = 0.5 * (2**attempt)
-            logger.warning(
-                "%s %s: %s; retry %d/%d in %.1fs", method, path, retry_reason, attempt + 1, self.max_retries, delay
-            )
+            logger.warning("%s %s: %s; retry %d/%d in %.1fs", method, path, retry_reason, attempt + 1, retries, delay)
             attempt += 1
             await asyncio.sleep(delay)
 

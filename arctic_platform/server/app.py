@@ -147,19 +147,38 @@ class SamplingParams(BaseModel):
     n: int = Field(1, ge=1, le=1)
 
 
-_NEUTRAL_EXTRAS = {
+# vLLM parameters the torch engine does not implement, with the value that means "off" (accepted silently).
+_NEUTRAL_EXTRAS: dict[str, Any] = {
     "repetition_penalty": 1.0,
     "presence_penalty": 0.0,
     "frequency_penalty": 0.0,
     "min_p": 0.0,
-    "detokenize": None,
-    "skip_special_tokens": None,
-    "spaces_between_special_tokens": None,
-    "include_stop_str_in_output": None,
-    "prompt_logprobs": None,
-    "stop": None,
     "min_tokens": 0,
+    "stop": None,
+    "prompt_logprobs": None,
+    "bad_words": None,
+    "logit_bias": None,
 }
+# Output-formatting flags that do not change the sampled token ids.
+_HARMLESS_EXTRAS = {
+    "detokenize",
+    "skip_special_tokens",
+    "spaces_between_special_tokens",
+    "include_stop_str_in_output",
+    "output_kind",
+    "truncate_prompt_tokens",
+}
+
+
+def _unsupported_params(extra: dict[str, Any]) -> list[str]:
+    out = []
+    for k, v in extra.items():
+        if k in _HARMLESS_EXTRAS or v is None or v == [] or v == {}:
+            continue
+        if k in _NEUTRAL_EXTRAS and v == _NEUTRAL_EXTRAS[k]:
+            continue
+        out.append(k)
+    return sorted(out)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -707,12 +726,11 @@ def _generate_items(tree: dict, engine: SamplingEngine) -> list[GenerateItem]:
         raise RequestError("sampling_params must be an object", 422)
     sp = SamplingParams.model_validate(sp_raw)
     strict = bool(tree.get("strict", False))
-    extras = {
-        k: v for k, v in (sp.model_extra or {}).items() if _NEUTRAL_EXTRAS.get(k, object()) != v and v is not None
-    }
-    extras = {k: v for k, v in extras.items() if not (k in _NEUTRAL_EXTRAS and _NEUTRAL_EXTRAS[k] is None)}
-    if extras and strict:
-        raise RequestError(f"sampling_params {sorted(extras)} are not supported by the torch engine (strict=true)", 422)
+    unsupported = _unsupported_params(sp.model_extra or {})
+    if unsupported and strict:
+        raise RequestError(f"sampling_params {unsupported} are not supported by the torch engine (strict=true)", 422)
+    if unsupported:
+        logger.info("generate: ignoring unsupported sampling_params %s (send strict=true to refuse)", unsupported)
     prompts: list[list[int]] = []
     texts: list[str | None] = []
     if tree.get("prompt_token_ids") is not None:

@@ -265,6 +265,12 @@ class JobRegistry:
             if not cfg.checkpoint_path:
                 raise RequestError("a training job needs checkpoint_path (where /save writes by default)", 400)
             try:
+                Path(cfg.checkpoint_path).expanduser().mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise RequestError(
+                    f"checkpoint_path {cfg.checkpoint_path!r} is not usable ({e.strerror})", 400
+                ) from None
+            try:
                 TrainingConfigModel.model_validate(cfg.training_config or {}).settings()
             except RequestError:
                 raise

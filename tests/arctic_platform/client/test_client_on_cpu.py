@@ -347,6 +347,20 @@ async def test_local_token_never_leaks_and_close_stops_the_server(tiny_model_dir
 
 
 @pytest.mark.asyncio
+async def test_close_is_quick_when_the_local_server_died(tiny_model_dir, tmp_path):
+    c = AsyncArcticRLClient(_config(tiny_model_dir, tmp_path, training_gpus=0, log_prob_gpus=0))
+    await c.start()
+    c._server.proc.kill()
+    c._server.proc.wait()
+    with pytest.raises(ArcticRLError) as ei:
+        await c.generate([[5]], {"max_tokens": 1})
+    assert ei.value.status is None
+    t0 = time.monotonic()
+    await c.close()
+    assert time.monotonic() - t0 < 5  # no destroy retries against a dead server
+
+
+@pytest.mark.asyncio
 async def test_cortex_is_configuration_only():
     cfg = ArcticRLClientConfig(model_name="m", backend=CortexConfig(base_url="http://mock.invalid"))
     c = AsyncArcticRLClient(cfg)

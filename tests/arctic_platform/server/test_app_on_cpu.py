@@ -225,6 +225,8 @@ def test_save_and_load_checkpoint(http, jobs, server):
     custom = server.work / "custom"
     s2 = http.post("/save", params={"job_id": tid}, json={"path": str(custom)}).json()
     assert s2["path"].startswith(str(custom)) and (custom / "latest").is_file()
+    hf = http.post("/save", params={"job_id": tid}, json={"path": str(server.work / "hf"), "export_hf": True}).json()
+    assert hf["hf_path"] and (server.work / "hf" / f"checkpoint-{hf['global_step']}" / "hf" / "config.json").is_file()
     ld = http.post("/load-checkpoint", params={"job_id": tid}, json={"path": str(custom)}).json()
     assert ld["path"] == s2["path"]
     ld = http.post("/load-checkpoint", params={"job_id": tid}, json={}).json()
@@ -372,6 +374,10 @@ def test_generate_refusals(http, jobs):
     body = {"prompts": [[5]], "sampling_params": {"repetition_penalty": 1.3}, "strict": True}
     _refused(http, http.post("/generate", params={"job_id": sid}, json=body), 422, "repetition_penalty")
     body["strict"] = False  # non-strict: unsupported extras are ignored
+    assert http.post("/generate", params={"job_id": sid}, json=body).status_code == 200
+    body = {"prompts": [[5]], "sampling_params": {"stop": ["\n"], "repetition_penalty": 1.0}, "strict": True}
+    _refused(http, http.post("/generate", params={"job_id": sid}, json=body), 422, "['stop']")
+    body["sampling_params"] = {"stop": [], "detokenize": False, "repetition_penalty": 1.0}  # neutral values pass
     assert http.post("/generate", params={"job_id": sid}, json=body).status_code == 200
 
 

@@ -46,6 +46,14 @@ def test_validation_happens_before_anything_is_built(registry, kw, status, match
     assert registry.all() == []  # no record, no id consumed by a rejected request
 
 
+def test_unusable_checkpoint_path_is_a_400(registry, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(RequestError, match="not usable") as ei:
+        registry.create(_cfg(job_type="training", checkpoint_path=str(blocker / "sub")))
+    assert ei.value.status == 400 and registry.all() == []
+
+
 def test_zero_workers_refuse_the_job_type(tiny_model_dir):
     reg = JobRegistry(ServerLimits(default_model=str(tiny_model_dir), log_prob_gpus=0))
     with pytest.raises(RequestError, match="--log-prob-gpus 0"):
