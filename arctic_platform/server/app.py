@@ -39,7 +39,7 @@ import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .. import wire
 from .engines import GenerateItem, RequestError, SamplingEngine, weight_norm
@@ -145,6 +145,19 @@ class SamplingParams(BaseModel):
     logprobs: int | None = Field(None, ge=0)
     ignore_eos: bool = False
     n: int = Field(1, ge=1, le=1)
+
+    @field_validator("logprobs", mode="before")
+    @classmethod
+    def _bool_logprobs(cls, v):
+        """verl passes ``rollout.calculate_log_probs`` as a bool: True = the sampled token's, False = none."""
+        if isinstance(v, bool):
+            return 0 if v else None
+        return v
+
+    @field_validator("top_k", mode="before")
+    @classmethod
+    def _top_k_none(cls, v):
+        return -1 if v is None else v
 
 
 # vLLM parameters the torch engine does not implement, with the value that means "off" (accepted silently).

@@ -158,6 +158,12 @@ def test_generate_octet_and_json(http, jobs):
     for x, p in zip(res, tree["prompts"], strict=True):
         assert x["prompt_len"] == len(p) and len(x["logprobs"]) == x["generation_len"] <= 3
         assert x["finish_reason"] in ("stop", "length") and isinstance(x["policy_version"], int)
+    as_bool = dict(tree, sampling_params=dict(tree["sampling_params"], logprobs=True))  # verl's calculate_log_probs
+    got = http.post("/generate", params={"job_id": jobs["sampling"]}, json=as_bool).json()["results"]
+    assert [x["logprobs"] for x in got] == [x["logprobs"] for x in res]
+    as_bool["sampling_params"]["logprobs"] = False
+    got = http.post("/generate", params={"job_id": jobs["sampling"]}, json=as_bool).json()["results"]
+    assert all(x["logprobs"] is None for x in got)
     flat = {"prompt_token_ids": torch.tensor([5, 6, 7, 8]), "prompt_lens": torch.tensor([3, 1]), **tree}
     flat.pop("prompts")
     assert [
