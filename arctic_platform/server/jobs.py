@@ -344,8 +344,12 @@ class JobRegistry:
         logger.info("job %d (%s) running: %s on %s/%s", job.job_id, job.job_type, job.model_name, job.device, job.dtype)
 
     # ---- destroy ----
-    def destroy(self, job: Job, reason: str) -> None:
-        """Mark ``job`` terminated and release its engine (idempotent)."""
+    def destroy(self, job: Job, reason: str, lock_timeout: float | None = None) -> None:
+        """Mark ``job`` terminated and release its engine (idempotent).
+
+        Waits up to ``lock_timeout`` (default ``engine_timeout_s``) for a running engine call; past that the engine
+        reference is dropped anyway and the call finishes on its own.
+        """
         with self._lock:
             if job.status == "pending":
                 job.destroy_requested = True
@@ -358,7 +362,8 @@ class JobRegistry:
         if engine is not None:
             if isinstance(engine, SamplingEngine):
                 engine.abort.set()
-            acquired = job.lock.acquire(timeout=self.limits.engine_timeout_s)
+            wait = self.limits.engine_timeout_s if lock_timeout is None else lock_timeout
+            acquired = job.lock.acquire(timeout=wait)
             try:
                 engine.close()
             finally:
@@ -368,7 +373,7 @@ class JobRegistry:
 
     def shutdown(self) -> None:
         for job in self.all():
-            self.destroy(job, "server shut down")
+            self.destroy(job, "server shut down", lock_timeout=5.0)
 
 
 def _one_line(e: BaseException) -> str:
