@@ -104,3 +104,13 @@ def test_destroy_while_pending_terminates_after_the_build(registry):
     assert job.status == "pending"
     registry.build(job)
     assert job.status == "terminated" and job.engine is None and "while initializing" in job.reason
+
+
+def test_fca_request_is_ignored_with_one_warning(registry, caplog):
+    aic = {"zorro_inference": {"enable": True}, "speculative_decoding": {"model": ""}}
+    job = registry.create(_cfg(job_type="sampling", arctic_inference_config=aic, vllm_config={"enforce_eager": True}))
+    with caplog.at_level("WARNING", logger="arctic_platform.server"):
+        registry.build(job)
+    assert job.status == "running"  # never fails the job
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "FCA" in warnings[0].getMessage()
