@@ -84,4 +84,10 @@ def server(workdir: Path, *args: str):
 
 
 def workdir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="arctic-bench-"))
+    """A scratch folder removed when the benchmark exits."""
+    import atexit
+    import shutil
+
+    d = Path(tempfile.mkdtemp(prefix="arctic-bench-"))
+    atexit.register(shutil.rmtree, d, True)
+    return d

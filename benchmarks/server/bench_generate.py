@@ -40,16 +40,18 @@ def main() -> int:
         )
         async with AsyncArcticRLClient(cfg) as c:
             await c.generate(prompts[:2], sp(0))  # warm up
+            before = await c.job_info(c.sampling_job_id)
             t0 = time.perf_counter()
             res = await asyncio.gather(*(c.generate([p], sp(i)) for i, p in enumerate(prompts)))
             t_conc = time.perf_counter() - t0
+            info = await c.job_info(c.sampling_job_id)
+            info = {k: info[k] - before[k] for k in ("generate_batches", "generate_requests")}
             n_conc = sum(r[0]["generation_len"] for r in res)
             t0 = time.perf_counter()
             n_seq = 0
             for i, p in enumerate(prompts):
                 n_seq += (await c.generate([p], sp(i)))[0]["generation_len"]
             t_seq = time.perf_counter() - t0
-            info = await c.job_info(c.sampling_job_id)
         return t_conc, n_conc, t_seq, n_seq, info
 
     with server(work, "--model", str(model), "--threads", str(args.threads)) as url:
@@ -64,8 +66,8 @@ def main() -> int:
     print(f"{args.requests} requests x {args.max_tokens} tokens, tiny model, CPU, {args.threads} thread(s)")
     print(f"concurrent (server batches them): {n_conc / t_conc:,.0f} tokens/s ({t_conc:.2f} s)")
     print(f"sequential (one at a time):       {n_seq / t_seq:,.0f} tokens/s ({t_seq:.2f} s)")
-    print(f"batching speed-up: {(n_conc / t_conc) / (n_seq / t_seq):.1f}x; server batches {info['generate_batches']} "
-          f"for {info['generate_requests']} requests  ({path})")  # fmt: skip
+    print(f"batching speed-up: {(n_conc / t_conc) / (n_seq / t_seq):.1f}x; the concurrent phase ran "
+          f"{info['generate_requests']} requests in {info['generate_batches']} decode batches  ({path})")  # fmt: skip
     return 0
 
 
