@@ -29,6 +29,11 @@ import sys
 # when its subcommand runs, so ``arctic-verl doctor`` works even when torch is broken.
 COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("arctic_platform.cli", "print what is installed; exit non-zero on a broken install"),
+    "tiny-model": (
+        "arctic_platform.fixtures",
+        "write a tiny random-init causal LM + tokenizer (HF format, no download)",
+    ),
+    "server": ("arctic_platform.server.__main__", "serve the embedded Arctic RL server (127.0.0.1; prints the URL)"),
 }
 
 

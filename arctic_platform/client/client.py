@@ -1,0 +1,611 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""The Arctic RL client: :class:`AsyncArcticRLClient` and its sync wrapper :class:`ArcticRLClient`.
+
+Lifecycle::
+
+    client = AsyncArcticRLClient(ArcticRLClientConfig(model_name="./tiny", training=...))
+    await client.start()          # local: start the server; then create sampling, log_prob, training jobs
+    ...                           # data plane (below)
+    handle = client.reconnect_handle()   # JSON-serialisable; re-attach elsewhere with from_handle(handle)
+    await client.close()          # destroy only the jobs this client created; stop the server it started
+
+Idempotent calls (retried after a send-side failure or 502/503/504): ``health``, ``status``, ``job_info``,
+``forward``, ``generate`` (it changes no server state; a retried unseeded request returns fresh samples),
+``weight_norm``, ``load_checkpoint``, ``sleep_inference``, ``wake_inference``, ``reset_prefix_cache``,
+``sync_weights(policy_version=...)`` and ``save(step=...)``. Never retried after sending: ``forward_backward``,
+``step``, ``sync_weights()`` without a version, ``save()`` without a step, job creation. A connection that was never
+established is retried for every call. 4xx is never retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from .config import JOB_CREATE_ORDER, ArcticRLClientConfig, CortexConfig, LocalConfig, OnPremConfig
+from .errors import ArcticRLError, ArcticRLJobError
+from .transports import HttpTransport, LocalServer, cortex_unavailable, read_token
+
+logger = logging.getLogger("arctic_platform.client")
+
+__all__ = ["ArcticRLClient", "AsyncArcticRLClient", "normalize_state", "TERMINAL_STATES"]
+
+TERMINAL_STATES = ("failed", "terminated", "done", "cancelled", "canceled")
+HANDLE_VERSION = 1
+UPDATE_PROCESSING = {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": "verl_grpo"}
+FORWARD_PROCESSING = {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": None}
+
+
+def normalize_state(state: Any) -> str:
+    """Lower case, without a ``job_state_`` / ``request_state_`` prefix (Cortex compatibility)."""
+    s = str(state or "").strip().lower()
+    for prefix in ("job_state_", "request_state_"):
+        if s.startswith(prefix):
+            s = s[len(prefix) :]
+    return s
+
+
+def _job_id(v: int | str | None) -> int | str | None:
+    if isinstance(v, str) and v.strip().isdigit():
+        return int(v)
+    return v
+
+
+class AsyncArcticRLClient:
+    """Async client of one Arctic RL server and up to three jobs (training, sampling, log_prob).
+
+    Args:
+        config: an :class:`ArcticRLClientConfig` (or a dict validated into one).
+    """
+
+    def __init__(self, config: ArcticRLClientConfig | dict):
+        self.config = (
+            config if isinstance(config, ArcticRLClientConfig) else ArcticRLClientConfig.model_validate(config)
+        )
+        c = self.config
+        self._jobs: dict[str, int | str | None] = {
+            "training": _job_id(c.training_job_id),
+            "sampling": _job_id(c.sampling_job_id),
+            "log_prob": _job_id(c.log_prob_job_id),
+        }
+        self._owned: list[tuple[int | str, str]] = []  # (job_id, job_type) created by this client
+        self._transport: HttpTransport | None = None
+        self._server: LocalServer | None = None
+        self._started = False
+        self._closed = False
+        self.url: str | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"AsyncArcticRLClient(backend={self.config.backend.type!r}, url={self.url!r}, "
+            f"jobs={ {k: v for k, v in self._jobs.items() if v is not None} }, owned={len(self._owned)})"
+        )
+
+    # ---- job ids ----
+    @property
+    def training_job_id(self):
+        return self._jobs["training"]
+
+    @property
+    def sampling_job_id(self):
+        return self._jobs["sampling"]
+
+    @property
+    def log_prob_job_id(self):
+        return self._jobs["log_prob"]
+
+    @property
+    def owned_job_ids(self) -> list:
+        return [j for j, _ in self._owned]
+
+    # ---- lifecycle ----
+    async def start(self) -> AsyncArcticRLClient:
+        """Connect (starting the local server if configured), then create or verify the jobs.
+
+        Raises:
+            ArcticRLError: the server did not come up, a job failed (``ArcticRLJobError``, with the reason), or the
+                backend is cortex (``ArcticRLUnavailableError``). Whatever was created is cleaned up first.
+        """
+        if self._closed:
+            raise ArcticRLError(None, "this client was closed; create a new one", "start")
+        if self._started:
+            return self
+        c, b = self.config, self.config.backend
+        if isinstance(b, CortexConfig):
+            raise cortex_unavailable("start")
+        try:
+            if isinstance(b, LocalConfig):
+                token = read_token(b.token_env_var)
+                gpus = {t: c.job_gpus(t) for t in JOB_CREATE_ORDER}
+                if c.reconnecting:
+                    raise ArcticRLError(
+                        None, "job ids given (reconnect) with a local backend; use onprem with the URL", "start"
+                    )
+                self._server = LocalServer(b, job_gpus=gpus, max_seq_len=c.max_seq_len, device=c.device)
+                self.url = await self._server.start()
+                health_wait = max(1.0, self._server.deadline - time.monotonic())
+            else:
+                token = read_token(b.token_env_var)
+                self.url = b.url.rstrip("/")
+                health_wait = c.connect_timeout
+            self._transport = HttpTransport(
+                self.url,
+                token=token,
+                connect_timeout=c.connect_timeout,
+                request_timeout=c.request_timeout,
+                max_retries=c.max_retries,
+            )
+            await self._wait_health(health_wait)
+            if c.reconnecting:
+                for jt, jid in self._jobs.items():
+                    if jid is not None:
+                        info = await self.job_info(jid)
+                        if info.get("job_type") != jt:
+                            raise ArcticRLJobError(
+                                None, f"job {jid} is a {info.get('job_type')} job, not {jt}", "start", jid
+                            )
+                        if normalize_state(info.get("status")) != "running":
+                            raise ArcticRLJobError(
+                                None, f"job {jid} is {info.get('status')}: {info.get('reason') or '(no reason)'}",
+                                "start", jid, info.get("status"),
+                            )  # fmt: skip
+            else:
+                for jt in JOB_CREATE_ORDER:
+                    if c.job_gpus(jt) <= 0:
+                        continue
+                    r = await self._call("POST", "/initialize", json_body=c.job_config(jt))
+                    self._owned.append((r["job_id"], jt))
+                    self._jobs[jt] = r["job_id"]
+                await asyncio.gather(*(self._wait_running(jid) for jid, _ in self._owned))
+        except BaseException:
+            await self.close()
+            raise
+        self._started = True
+        return self
+
+    async def _wait_health(self, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            try:
+                await self._transport.request("GET", "/health", timeout=min(5.0, self.config.request_timeout))
+                return
+            except ArcticRLError as e:
+                if self._server is not None and self._server.proc.poll() is not None:
+                    rc, tail = self._server.proc.returncode, self._server.log_tail()
+                    raise ArcticRLError(None, f"the local server exited ({rc}); log tail:\n{tail}", "/health") from None
+                if e.status is not None and e.status < 500 or loop.time() > deadline:
+                    raise
+            await asyncio.sleep(0.1)
+
+    async def _wait_running(self, job_id) -> dict:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.job_ready_timeout
+        delay = 0.05
+        while True:
+            info = await self.job_info(job_id)
+            st = normalize_state(info.get("status"))
+            if st == "running":
+                return info
+            if st in TERMINAL_STATES:
+                subs = await self._sub_job_states()
+                raise ArcticRLJobError(
+                    None,
+                    f"job {job_id} ({info.get('job_type')}) is {st}: reason={info.get('reason') or '(no reason)'} "
+                    f"sub_jobs=[{subs}]",
+                    f"/job/{job_id}",
+                    job_id,
+                    st,
+                )
+            if loop.time() > deadline:
+                raise ArcticRLJobError(
+                    None, f"job {job_id} still {st} after job_ready_timeout={self.config.job_ready_timeout:.0f}s",
+                    f"/job/{job_id}", job_id, st,
+                )  # fmt: skip
+            await asyncio.sleep(delay)
+            delay = min(1.0, delay * 1.5)
+
+    async def _sub_job_states(self) -> str:
+        parts = []
+        for jt, jid in self._jobs.items():
+            if jid is None:
+                continue
+            try:
+                parts.append(f"{jt}={normalize_state((await self.job_info(jid)).get('status'))}")
+            except ArcticRLError:
+                parts.append(f"{jt}=unknown")
+        return ",".join(parts)
+
+    async def close(self) -> None:
+        """Destroy the jobs this client created (reverse order; 404 = already gone), stop its server. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        errors = []
+        srv = self._server
+        server_dead = srv is not None and srv.proc is not None and srv.proc.poll() is not None
+        if self._transport is not None:
+            for jid, jt in reversed([] if server_dead else self._owned):
+                try:
+                    await self._transport.request(
+                        "POST", "/destroy", params={"job_id": jid}, json_body={"job_type": jt},
+                        idempotent=True, timeout=min(60.0, self.config.request_timeout), max_retries=0,
+                    )  # fmt: skip
+                except ArcticRLError as e:
+                    if e.status != 404:
+                        errors.append(e)
+            self._owned.clear()
+            await self._transport.aclose()
+        if self._server is not None:
+            await self._server.stop()
+        for e in errors:
+            logger.warning("close: %s", e)
+
+    async def __aenter__(self) -> AsyncArcticRLClient:
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # ---- reconnect ----
+    def reconnect_handle(self) -> dict:
+        """JSON-serialisable handle: URL, job ids, backend type and the token variable's *name* (never the token)."""
+        if self.url is None:
+            raise ArcticRLError(None, "start() the client before asking for a reconnect handle", "reconnect_handle")
+        b = self.config.backend
+        return {
+            "version": HANDLE_VERSION,
+            "backend": b.type,
+            "url": self.url,
+            "token_env_var": getattr(b, "token_env_var", None),
+            "model_name": self.config.model_name,
+            "training_job_id": self._jobs["training"],
+            "sampling_job_id": self._jobs["sampling"],
+            "log_prob_job_id": self._jobs["log_prob"],
+            "request_timeout": self.config.request_timeout,
+            "connect_timeout": self.config.connect_timeout,
+            "job_ready_timeout": self.config.job_ready_timeout,
+            "max_retries": self.config.max_retries,
+        }
+
+    @classmethod
+    def from_handle(cls, handle: dict, **overrides: Any) -> AsyncArcticRLClient:
+        """A re-attached client (creates and destroys nothing; never stops the server). Call ``start()`` on it.
+
+        Args:
+            handle: from :meth:`reconnect_handle`.
+            **overrides: ``ArcticRLClientConfig`` fields to change (e.g. ``request_timeout``).
+        """
+        if handle.get("version") != HANDLE_VERSION:
+            raise ValueError(f"unsupported reconnect handle version {handle.get('version')!r}")
+        fields = {
+            k: handle[k]
+            for k in ("model_name", "request_timeout", "connect_timeout", "job_ready_timeout", "max_retries")
+            if k in handle
+        }
+        fields.update({k: handle.get(k) for k in ("training_job_id", "sampling_job_id", "log_prob_job_id")})
+        fields["backend"] = OnPremConfig(url=handle["url"], token_env_var=handle.get("token_env_var"))
+        fields.update(overrides)
+        return cls(ArcticRLClientConfig(**fields))
+
+    # ---- plumbing ----
+    async def _call(self, method: str, path: str, **kw) -> Any:
+        if isinstance(self.config.backend, CortexConfig):
+            raise cortex_unavailable(path)
+        if self._transport is None:
+            raise ArcticRLError(None, "the client is not started (await client.start())", path)
+        if self._closed and path != "/destroy":
+            raise ArcticRLError(None, "the client is closed", path)
+        return await self._transport.request(method, path, **kw)
+
+    def _server_path(self, path: str | None) -> str | None:
+        """Relative paths mean the caller's working directory; the local server runs elsewhere."""
+        if path is not None and isinstance(self.config.backend, LocalConfig):
+            return os.path.abspath(path)
+        return path
+
+    def _need(self, job_type: str, endpoint: str):
+        jid = self._jobs[job_type]
+        if jid is None:
+            raise ArcticRLError(None, f"No {job_type} job initialized.", endpoint)
+        return jid
+
+    async def _frame_call(self, path: str, job_id, tree: dict, *, idempotent: bool) -> dict:
+        from .. import wire
+
+        frame = await asyncio.to_thread(wire.encode, tree)
+        return await self._call("POST", path, params={"job_id": job_id}, frame=frame, idempotent=idempotent)
+
+    # ---- control ----
+    async def health(self) -> dict:
+        return await self._call("GET", "/health", idempotent=True)
+
+    async def status(self) -> dict:
+        return await self._call("GET", "/status", idempotent=True)
+
+    async def job_info(self, job_id) -> dict:
+        return await self._call("GET", f"/job/{job_id}", idempotent=True)
+
+    # ---- training ----
+    async def forward_backward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
+        """One PPO mini-batch: verl policy loss + backward on the training job (gradients accumulate to ``step``).
+
+        Args:
+            batch: protocol §4 tensors (``input_ids``, ``attention_mask``, ``prompts``, ``responses``,
+                ``response_mask``, ``old_log_probs``, ``advantages``, optional ``ref_log_prob``,
+                ``rollout_is_weights``, ``position_ids``); response-aligned ones as ``[b, R]`` or left-padded
+                ``[b, P+R]``.
+            meta: ``actor_config``, ``temperature``, ``calculate_entropy``, ``global_batch_size``,
+                ``batch_num_tokens``, ``max_prompt_len``, ``max_response_len``, ...
+            processing: default ``{"post": [...], "loss_fn": "verl_grpo"}``.
+
+        Returns:
+            ``{"job_id", "metrics": {"actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/pg_clipfrac_lower",
+            ["actor/entropy_loss"], ["actor/kl_loss", "actor/kl_coef"], "loss"}, "avg_loss"}``.
+        """
+        jid = self._need("training", "/forward-backward")
+        tree = {"batch": batch, "meta": meta, "processing": processing or UPDATE_PROCESSING}
+        return await self._frame_call("/forward-backward", jid, tree, idempotent=False)
+
+    async def step(self, learning_rate: float | None = None) -> dict:
+        """Optimizer step: ``{"job_id", "metrics": {"grad_norm", "last_lr"}, "global_steps", "skipped"}``.
+
+        ``grad_norm`` is the pre-clip global norm; ``last_lr`` the rate this step used (``learning_rate``, when given,
+        overrides the schedule for this step only).
+        """
+        jid = self._need("training", "/step")
+        body = {} if learning_rate is None else {"learning_rate": learning_rate}
+        return await self._call("POST", "/step", params={"job_id": jid}, json_body=body)
+
+    async def forward(self, batch: dict, meta: dict, processing: dict | None = None, *, ref: bool = False) -> dict:
+        """Predict-next log-probs: ``{"batch": {"logprobs" [B, P+R] float32[, "entropy"]}, "metrics"}``.
+
+        Slot i holds log P(input_ids[i+1]) at ``meta.temperature``; 0 on padding and in the last column.
+        ``ref=True`` asks the log_prob job (the initial weights).
+        """
+        jt = "log_prob" if ref else "training"
+        jid = self._need(jt, "/forward")
+        tree = {"batch": batch, "meta": meta, "processing": processing or FORWARD_PROCESSING}
+        return await self._frame_call("/forward", jid, tree, idempotent=True)
+
+    async def save(
+        self,
+        path: str | None = None,
+        step: int | None = None,
+        save_total_limit: int | None = None,
+        *,
+        export_hf: bool = False,
+    ) -> dict:
+        """Checkpoint to ``<path or job dir>/checkpoint-<step or global_steps>`` + ``latest``.
+
+        Returns:
+            ``{"job_id", "path", "hf_path", "global_step"}``.
+        """
+        jid = self._need("training", "/save")
+        body = {"path": self._server_path(path), "step": step, "save_total_limit": save_total_limit}
+        if export_hf:
+            body["export_hf"] = True  # also write <target>/hf (save_pretrained: config + safetensors)
+        return await self._call(
+            "POST", "/save", params={"job_id": jid}, json_body={k: v for k, v in body.items() if v is not None},
+            idempotent=step is not None,
+        )  # fmt: skip
+
+    async def load_checkpoint(self, path: str | None = None, step: int | None = None) -> dict:
+        """Restore model, optimizer, scheduler and counters: ``{"path", "global_step", "policy_version"}``.
+
+        The sampler is not touched; call ``sync_weights(policy_version=...)`` afterwards to serve the loaded weights.
+        """
+        jid = self._need("training", "/load-checkpoint")
+        body = {k: v for k, v in {"path": self._server_path(path), "step": step}.items() if v is not None}
+        return await self._call("POST", "/load-checkpoint", params={"job_id": jid}, json_body=body, idempotent=True)
+
+    # ---- sampling ----
+    async def generate(
+        self, prompts: list[list[int]], sampling_params: dict | None = None, *, routing_key: Any = None
+    ) -> list[dict]:
+        """Sample continuations of token-id prompts (batched server-side with concurrent callers).
+
+        Returns:
+            One dict per prompt: ``token_ids``, ``logprobs`` (sampled-token log-probs at the sampling temperature,
+            or None unless ``sampling_params["logprobs"]`` is not None), ``finish_reason`` (stop / length / abort),
+            ``prompt_len``, ``generation_len``, ``policy_version``.
+        """
+        import torch
+
+        jid = self._need("sampling", "/generate")
+        tree: dict[str, Any] = {"sampling_params": dict(sampling_params or {}), "routing_key": routing_key}
+        if prompts and all(isinstance(p, (list, tuple)) for p in prompts):
+            lens = [len(p) for p in prompts]
+            flat = [int(t) for p in prompts for t in p]
+            tree["prompt_token_ids"] = torch.tensor(flat, dtype=torch.int64)
+            tree["prompt_lens"] = torch.tensor(lens, dtype=torch.int64)
+        else:
+            tree["prompts"] = list(prompts)
+        out = await self._frame_call("/generate", jid, tree, idempotent=True)
+        return out["results"]
+
+    async def sync_weights(self, policy_version: int | None = None) -> dict:
+        """Copy the training weights into the sampler (and bump or set its version): ``{"policy_version", ...}``.
+
+        Every /generate that arrives after this returns uses the new weights.
+        """
+        tid = self._need("training", "/weight-sync")
+        sid = self._need("sampling", "/weight-sync")
+        body = {"source_sub_job_id": tid, "target_sub_job_ids": [sid]}
+        if policy_version is not None:
+            body["policy_version"] = policy_version
+        return await self._call(
+            "POST", "/weight-sync", params={"job_id": tid}, json_body=body, idempotent=policy_version is not None
+        )
+
+    async def sleep_inference(self, level: int = 1) -> dict:
+        sid = self._need("sampling", "/sleep-inference")
+        return await self._call(
+            "POST", "/sleep-inference", params={"job_id": sid}, json_body={"level": level}, idempotent=True
+        )
+
+    async def wake_inference(self, tags: list[str] | None = None) -> dict:
+        sid = self._need("sampling", "/wake-inference")
+        return await self._call(
+            "POST", "/wake-inference", params={"job_id": sid}, json_body={"tags": tags}, idempotent=True
+        )
+
+    async def reset_prefix_cache(self) -> dict:
+        sid = self._need("sampling", "/reset-prefix-cache")
+        return await self._call("POST", "/reset-prefix-cache", params={"job_id": sid}, json_body={}, idempotent=True)
+
+    async def weight_norm(self) -> dict:
+        """``{"training_norm", "sampling_norm", "training_num_params", "sampling_num_params", "policy_version"}``."""
+        tid = self._need("training", "/weight-norm")
+        sid = self._need("sampling", "/weight-norm")
+        return await self._call(
+            "POST", "/weight-norm", json_body={"training_job_id": tid, "sampling_job_id": sid}, idempotent=True
+        )
+
+
+class ArcticRLClient:
+    """Synchronous wrapper of :class:`AsyncArcticRLClient` with the same method names.
+
+    It runs a private event loop in the calling thread, so it must not be used from inside a running event loop
+    (use :class:`AsyncArcticRLClient` there) and serves one thread at a time (calls are serialised by a lock).
+    """
+
+    def __init__(self, config: ArcticRLClientConfig | dict, *, _client: AsyncArcticRLClient | None = None):
+        self._client = _client or AsyncArcticRLClient(config)
+        self._loop = asyncio.new_event_loop()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_handle(cls, handle: dict, **overrides: Any) -> ArcticRLClient:
+        c = AsyncArcticRLClient.from_handle(handle, **overrides)
+        return cls(c.config, _client=c)
+
+    def __repr__(self) -> str:
+        return f"ArcticRLClient({self._client!r})"
+
+    def _run(self, coro):
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            coro.close()
+            raise RuntimeError(
+                "ArcticRLClient (sync) cannot run inside a running event loop; use AsyncArcticRLClient and await it"
+            )
+        if self._loop.is_closed():
+            coro.close()
+            raise ArcticRLError(None, "the client is closed", "sync")
+        with self._lock:
+            return self._loop.run_until_complete(coro)
+
+    @property
+    def config(self) -> ArcticRLClientConfig:
+        return self._client.config
+
+    @property
+    def url(self):
+        return self._client.url
+
+    @property
+    def training_job_id(self):
+        return self._client.training_job_id
+
+    @property
+    def sampling_job_id(self):
+        return self._client.sampling_job_id
+
+    @property
+    def log_prob_job_id(self):
+        return self._client.log_prob_job_id
+
+    def start(self) -> ArcticRLClient:
+        self._run(self._client.start())
+        return self
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        c = self._client
+        if c._transport is None and c._server is None:  # never started: nothing to release on the loop
+            self._loop.close()
+            return
+        try:
+            self._run(self._client.close())
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> ArcticRLClient:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def reconnect_handle(self) -> dict:
+        return self._client.reconnect_handle()
+
+    def health(self) -> dict:
+        return self._run(self._client.health())
+
+    def status(self) -> dict:
+        return self._run(self._client.status())
+
+    def job_info(self, job_id) -> dict:
+        return self._run(self._client.job_info(job_id))
+
+    def forward_backward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
+        return self._run(self._client.forward_backward(batch, meta, processing))
+
+    def step(self, learning_rate: float | None = None) -> dict:
+        return self._run(self._client.step(learning_rate))
+
+    def forward(self, batch: dict, meta: dict, processing: dict | None = None, *, ref: bool = False) -> dict:
+        return self._run(self._client.forward(batch, meta, processing, ref=ref))
+
+    def save(
+        self,
+        path: str | None = None,
+        step: int | None = None,
+        save_total_limit: int | None = None,
+        *,
+        export_hf: bool = False,
+    ) -> dict:
+        return self._run(self._client.save(path, step, save_total_limit, export_hf=export_hf))
+
+    def load_checkpoint(self, path: str | None = None, step: int | None = None) -> dict:
+        return self._run(self._client.load_checkpoint(path, step))
+
+    def generate(self, prompts: list[list[int]], sampling_params: dict | None = None, *, routing_key: Any = None):
+        return self._run(self._client.generate(prompts, sampling_params, routing_key=routing_key))
+
+    def sync_weights(self, policy_version: int | None = None) -> dict:
+        return self._run(self._client.sync_weights(policy_version))
+
+    def sleep_inference(self, level: int = 1) -> dict:
+        return self._run(self._client.sleep_inference(level))
+
+    def wake_inference(self, tags: list[str] | None = None) -> dict:
+        return self._run(self._client.wake_inference(tags))
+
+    def reset_prefix_cache(self) -> dict:
+        return self._run(self._client.reset_prefix_cache())
+
+    def weight_norm(self) -> dict:
+        return self._run(self._client.weight_norm())

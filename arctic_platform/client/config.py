@@ -1,0 +1,286 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""Configuration of the Arctic RL client (pydantic v2; unknown fields are errors).
+
+``ArcticRLClientConfig.backend`` is discriminated by ``type``: ``local`` (the client starts the embedded server and
+owns it), ``onprem`` (an existing server URL) or ``cortex`` (configuration only in this build). Any other transport
+value (for example the reference's ``ray``) fails validation; nothing is silently replaced.
+
+Secrets never live in these models as plain values: servers get a token through the *name* of an environment
+variable (``token_env_var``), and the Cortex PAT is a ``SecretStr`` (masked in repr) or an env-var name.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+__all__ = [
+    "ArcticRLClientConfig",
+    "CortexConfig",
+    "LocalConfig",
+    "OnPremConfig",
+    "OptimizerConfig",
+    "SamplingConfig",
+    "TrainingConfig",
+    "JOB_CREATE_ORDER",
+]
+
+JOB_CREATE_ORDER = ("sampling", "log_prob", "training")
+"""Creation order (protocol §1.1); destruction runs in reverse."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class OptimizerConfig(_Model):
+    """AdamW settings sent to the training job."""
+
+    lr: float = Field(1e-6, ge=0)
+    """Peak learning rate (verl's actor default)."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """Adam betas."""
+    weight_decay: float = Field(0.01, ge=0)
+    """Decoupled weight decay (verl's default)."""
+    eps: float = Field(1e-8, gt=0)
+    """Adam epsilon."""
+
+
+class TrainingConfig(_Model):
+    """Optimizer, gradient clipping, LR schedule and checkpoint root of the training job."""
+
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    """AdamW settings."""
+    grad_clip: float | None = 1.0
+    """Max global grad norm; None or <= 0 disables clipping (the norm is still reported)."""
+    lr_scheduler_type: Literal["constant", "cosine"] = "constant"
+    """verl's ``get_constant_schedule_with_warmup`` / ``get_cosine_schedule_with_warmup``; one tick per ``step()``."""
+    warmup_steps: int = Field(0, ge=0)
+    """Linear warmup from 0 over this many ``step()`` calls."""
+    total_steps: int | None = Field(None, ge=1)
+    """Cosine horizon in ``step()`` calls (required for cosine)."""
+    min_lr_ratio: float = Field(0.0, ge=0, le=1)
+    """Cosine floor as a fraction of ``lr``."""
+    checkpoint_path: str | None = None
+    """Default save root: saves land in ``<checkpoint_path>/arctic_rl_job_<id>/`` unless ``save(path=...)``."""
+    micro_batch_size: int | None = Field(None, ge=1)
+    """Rows per server-side micro-batch (None: the whole forward-backward call at once)."""
+
+    @model_validator(mode="after")
+    def _cosine_needs_horizon(self):
+        if self.lr_scheduler_type == "cosine" and self.total_steps is None:
+            raise ValueError("lr_scheduler_type='cosine' needs total_steps")
+        return self
+
+
+class SamplingConfig(_Model):
+    """Sampling job settings."""
+
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Passed through to the sampling engine (``max_num_seqs`` sizes the decode batch of the torch engine)."""
+    arctic_inference_config: dict[str, Any] | None = None
+    """The verl ``rollout`` block (FCA / speculative decoding); the CPU torch engine warns once and ignores it."""
+
+
+class LocalConfig(_Model):
+    """Start the embedded server as a subprocess on this machine; the client owns it and stops it on close."""
+
+    type: Literal["local"] = "local"
+    host: str = "127.0.0.1"
+    """Bind address; anything but loopback needs ``token_env_var``."""
+    port: int = Field(0, ge=0, le=65535)
+    """0: the server binds a free port itself and reports it through a port file (never probe-then-hand-on)."""
+    startup_timeout: float = Field(120.0, gt=0)
+    """Seconds to wait for the server to listen and answer /health."""
+    python: str = Field(default_factory=lambda: sys.executable)
+    """Interpreter that runs ``-m arctic_platform.server``."""
+    extra_env: dict[str, str] = Field(default_factory=dict)
+    """Added to the server's environment."""
+    log_file: str | None = None
+    """Server stdout/stderr go here (appended); None: a temporary file removed on close."""
+    threads: int = Field(1, ge=1)
+    """``--threads`` of the server (torch intra-op threads)."""
+    token_env_var: str | None = None
+    """Name of the variable holding a bearer token for the server (inherited by it); the value is never logged."""
+    server_args: list[str] = Field(default_factory=list)
+    """Extra ``arctic-verl server`` flags, e.g. ``["--max-body-bytes", "1000000"]``."""
+
+
+class OnPremConfig(_Model):
+    """An Arctic RL server that is already running."""
+
+    type: Literal["onprem"] = "onprem"
+    url: str
+    """Base URL, e.g. ``http://10.0.0.5:7000``."""
+    token_env_var: str | None = None
+    """Name of the variable holding the bearer token (sent as ``Authorization: Bearer``); never its value."""
+    protocol: Literal["http"] = "http"
+    """Only HTTP; the reference's ``ray`` protocol is not implemented and is rejected here."""
+
+
+_CORTEX_ENV = {
+    "base_url": "ARCTIC_CORTEX_BASE_URL",
+    "host": "ARCTIC_CORTEX_HOST",
+    "pat_env_var": "ARCTIC_CORTEX_PAT_ENV_VAR",
+    "database": "ARCTIC_CORTEX_DATABASE",
+    "schema_": "ARCTIC_CORTEX_SCHEMA",
+    "endpoint": "ARCTIC_CORTEX_ENDPOINT",
+}
+
+
+class CortexConfig(_Model):
+    """Snowflake Cortex training endpoint (configuration only: every call fails with "not available in this build")."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
+    type: Literal["cortex"] = "cortex"
+    base_url: str | None = None
+    """Direct / mock URL (no auth)."""
+    host: str | None = None
+    """``<account>.<region>.snowflakecomputing.com`` (PAT auth)."""
+    pat: SecretStr | None = None
+    """The Programmatic Access Token itself (masked in repr); prefer ``pat_env_var``."""
+    pat_env_var: str = "CORTEX_PAT"
+    """Name of the variable holding the PAT."""
+    database: str = ""
+    schema_: str = Field("", alias="schema")
+    endpoint: str = "cortex-training"
+    max_retries: int = Field(10, ge=0)
+
+    @model_validator(mode="after")
+    def _target(self):
+        if not self.base_url and not self.host:
+            raise ValueError("cortex needs base_url or host (ARCTIC_CORTEX_BASE_URL / ARCTIC_CORTEX_HOST)")
+        if self.host and not self.base_url and not (self.database and self.schema_):
+            raise ValueError("cortex with host needs database and schema (ARCTIC_CORTEX_DATABASE / _SCHEMA)")
+        return self
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> CortexConfig:
+        """Read ``ARCTIC_CORTEX_*``; empty values are ignored and explicit ``overrides`` win.
+
+        Args:
+            environ: mapping to read (default ``os.environ``).
+            **overrides: field values that take precedence (``schema`` or ``schema_`` both work).
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for field, var in _CORTEX_ENV.items():
+            v = env.get(var)
+            if v:
+                values[field] = v
+        if "schema" in overrides:
+            overrides["schema_"] = overrides.pop("schema")
+        values.update({k: v for k, v in overrides.items()})
+        return cls(**values)
+
+    def resolve_pat(self, environ: dict[str, str] | None = None) -> str | None:
+        env = os.environ if environ is None else environ
+        if self.pat is not None:
+            return self.pat.get_secret_value()
+        return env.get(self.pat_env_var) or None
+
+
+Backend = Annotated[LocalConfig | OnPremConfig | CortexConfig, Field(discriminator="type")]
+
+
+class ArcticRLClientConfig(_Model):
+    """Everything the client needs; ``*_job_id`` set means re-attach to existing jobs (create and destroy nothing)."""
+
+    model_name: str
+    """HF model folder (a path the server can read)."""
+    seed: int | None = None
+    """Job seed (None: the server's 42). Seeds unseeded sampling."""
+    dtype: str | None = None
+    """None: float32 on CPU, bfloat16 on CUDA."""
+    max_seq_len: int = Field(8192, ge=1)
+    """Prompt + response limit of every job."""
+    device: str = "auto"
+    """auto (cuda if available, else cpu), cpu, cuda[:N]."""
+    training_gpus: int = Field(1, ge=0)
+    """0: no training job."""
+    sampling_gpus: int = Field(1, ge=0)
+    """0: no sampling job."""
+    log_prob_gpus: int = Field(1, ge=0)
+    """0: no log_prob job; ``forward(ref=True)`` then raises "No log_prob job initialized."."""
+    job_ready_timeout: float = Field(1800.0, gt=0)
+    """Max seconds for a job to become running (a terminal state fails at once)."""
+    request_timeout: float = Field(1800.0, gt=0)
+    """Read timeout of every call."""
+    connect_timeout: float = Field(10.0, gt=0)
+    """Connect timeout of every call."""
+    max_retries: int = Field(3, ge=0)
+    """Retries for connection failures (any call) and read failures / 502-504 (idempotent calls only)."""
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    backend: Backend = Field(default_factory=LocalConfig)
+    training_job_id: int | str | None = None
+    sampling_job_id: int | str | None = None
+    log_prob_job_id: int | str | None = None
+
+    @model_validator(mode="after")
+    def _some_job(self):
+        if not self.reconnecting and max(self.training_gpus, self.sampling_gpus, self.log_prob_gpus) == 0:
+            raise ValueError("at least one of training_gpus / sampling_gpus / log_prob_gpus must be > 0")
+        return self
+
+    @property
+    def reconnecting(self) -> bool:
+        return any(x is not None for x in (self.training_job_id, self.sampling_job_id, self.log_prob_job_id))
+
+    def job_gpus(self, job_type: str) -> int:
+        return {"training": self.training_gpus, "sampling": self.sampling_gpus, "log_prob": self.log_prob_gpus}[
+            job_type
+        ]
+
+    def job_config(self, job_type: str) -> dict[str, Any]:
+        """The ``/initialize`` body of ``job_type`` (protocol §2.2 ``JobConfig``)."""
+        model = self.model_name
+        if isinstance(self.backend, LocalConfig) and os.path.isdir(model):
+            model = os.path.abspath(model)
+        body: dict[str, Any] = {
+            "model_name": model,
+            "job_type": job_type,
+            "num_devices": self.job_gpus(job_type),
+            "device": self.device,
+            "max_seq_len": self.max_seq_len,
+        }
+        if self.seed is not None:
+            body["seed"] = self.seed
+        if self.dtype is not None:
+            body["dtype"] = self.dtype
+        if job_type == "training":
+            t = self.training
+            body["training_config"] = {
+                "optimizer": t.optimizer.model_dump(),
+                "grad_clip": t.grad_clip,
+                "lr_scheduler_type": t.lr_scheduler_type,
+                "warmup_steps": t.warmup_steps,
+                "total_steps": t.total_steps,
+                "min_lr_ratio": t.min_lr_ratio,
+                "micro_batch_size": t.micro_batch_size,
+            }
+            ckpt = t.checkpoint_path
+            if ckpt and isinstance(self.backend, LocalConfig):
+                ckpt = os.path.abspath(ckpt)  # the local server runs in its own working directory
+            body["checkpoint_path"] = ckpt
+        elif job_type == "sampling":
+            body["engine_kwargs"] = {"max_model_len": self.max_seq_len, **self.sampling.engine_kwargs}
+            if self.sampling.arctic_inference_config:
+                body["arctic_inference_config"] = self.sampling.arctic_inference_config
+        return body

@@ -1,0 +1,307 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""Transports of the Arctic RL client.
+
+* :class:`HttpTransport`: httpx with a connect and a read timeout on every call. Retry policy:
+
+  - a connection that was never established (connect error / connect timeout / pool timeout) is retried for every
+    call, since the server never saw the request;
+  - a failure after the request was sent (read/write timeout, dropped connection) and 502/503/504 are retried only
+    for calls marked idempotent;
+  - 4xx is never retried. Backoff 0.5 s × 2^attempt, at most ``max_retries`` retries.
+
+* :class:`LocalServer`: ``python -m arctic_platform.server --port 0 --port-file F`` in its own session; the port is
+  read from the file the server writes after binding. Stopping sends SIGTERM, waits, then SIGKILL (bounded).
+* Cortex: configuration only; :func:`cortex_unavailable` builds the error every call raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+from .config import LocalConfig
+from .errors import ArcticRLError, ArcticRLUnavailableError
+
+logger = logging.getLogger("arctic_platform.client")
+
+OCTET = "application/octet-stream"
+_RETRY_STATUS = (502, 503, 504)
+
+
+def cortex_unavailable(endpoint: str) -> ArcticRLUnavailableError:
+    return ArcticRLUnavailableError(
+        None,
+        "cortex transport is not available in this build (Snowflake Cortex is configuration-only here); "
+        "use backend type 'local' or 'onprem'",
+        endpoint,
+    )
+
+
+def read_token(env_var: str | None) -> str | None:
+    """The token held by ``env_var`` (None when no variable is named)."""
+    if not env_var:
+        return None
+    value = os.environ.get(env_var)
+    if not value:
+        raise ArcticRLError(None, f"token_env_var names {env_var}, but that environment variable is empty", "start")
+    return value
+
+
+class HttpTransport:
+    """One httpx.AsyncClient bound to a base URL; the token (if any) is a header, never in repr or logs."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None,
+        connect_timeout: float,
+        request_timeout: float,
+        max_retries: int,
+    ):
+        import httpx
+
+        self.url = url.rstrip("/")
+        self.request_timeout = request_timeout
+        self.connect_timeout = connect_timeout
+        self.max_retries = max_retries
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._client = httpx.AsyncClient(
+            base_url=self.url,
+            headers=headers,
+            timeout=httpx.Timeout(request_timeout, connect=connect_timeout),
+            trust_env=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"HttpTransport(url={self.url!r})"
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict | None = None,
+        json_body: Any = None,
+        frame: bytes | None = None,
+        idempotent: bool = False,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+    ) -> Any:
+        """Send one call and decode the reply by its Content-Type (frame or JSON).
+
+        Raises:
+            ArcticRLError: the server's status and reason, or status None for transport failures.
+        """
+        import httpx
+
+        from .. import wire
+
+        kwargs: dict[str, Any] = {"params": {k: v for k, v in (params or {}).items() if v is not None}}
+        if frame is not None:
+            kwargs["content"] = frame
+            kwargs["headers"] = {"Content-Type": OCTET}
+        elif json_body is not None:
+            kwargs["content"] = json.dumps(json_body).encode()
+            kwargs["headers"] = {"Content-Type": "application/json"}
+        if timeout is not None:
+            kwargs["timeout"] = httpx.Timeout(timeout, connect=self.connect_timeout)
+        retries = self.max_retries if max_retries is None else max_retries
+        attempt = 0
+        while True:
+            retry_reason = None
+            try:
+                resp = await self._client.request(method, path, **kwargs)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
+                # never reached the server: safe to retry any call
+                if attempt >= retries:
+                    raise ArcticRLError(None, f"cannot connect to {self.url} ({type(e).__name__}: {e})", path) from None
+                retry_reason = f"{type(e).__name__}"
+            except httpx.TimeoutException as e:
+                if not idempotent or attempt >= retries:
+                    t = timeout or self.request_timeout
+                    raise ArcticRLError(None, f"no reply within {t:.0f}s ({type(e).__name__})", path) from None
+                retry_reason = f"{type(e).__name__}"
+            except httpx.TransportError as e:
+                if not idempotent or attempt >= retries:
+                    raise ArcticRLError(
+                        None, f"connection to {self.url} failed ({type(e).__name__}: {e})", path
+                    ) from None
+                retry_reason = f"{type(e).__name__}"
+            else:
+                if resp.status_code < 400:
+                    ct = resp.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+                    if ct == OCTET:
+                        return wire.decode(resp.content)
+                    if ct == "application/json":
+                        return resp.json()
+                    return resp.text
+                reason = _reason(resp)
+                if resp.status_code in _RETRY_STATUS and idempotent and attempt < retries:
+                    retry_reason = f"HTTP {resp.status_code}: {reason}"
+                else:
+                    raise ArcticRLError(resp.status_code, reason, path)
+            delay = 0.5 * (2**attempt)
+            logger.warning("%s %s: %s; retry %d/%d in %.1fs", method, path, retry_reason, attempt + 1, retries, delay)
+            attempt += 1
+            await asyncio.sleep(delay)
+
+
+def _reason(resp) -> str:
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text.strip()[:2000] or f"HTTP {resp.status_code}"
+    if isinstance(body, dict) and "detail" in body:
+        d = body["detail"]
+        return d if isinstance(d, str) else json.dumps(d)[:2000]
+    return json.dumps(body)[:2000]
+
+
+def _terminate(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGTERM the server's process group, wait up to ``grace`` s, then SIGKILL (synchronous; used at exit)."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+        proc.wait(timeout=grace)
+
+
+class LocalServer:
+    """The embedded server as a child process (its own session, so a terminal's Ctrl-C reaches only the client)."""
+
+    def __init__(self, cfg: LocalConfig, *, job_gpus: dict[str, int], max_seq_len: int, device: str):
+        self.cfg = cfg
+        self.job_gpus = job_gpus
+        self.max_seq_len = max_seq_len
+        self.device = device
+        self.proc: subprocess.Popen | None = None
+        self.url: str | None = None
+        self._tmp: str | None = None
+        self._log = None
+        self._finalizer = None
+
+    @property
+    def log_path(self) -> str | None:
+        return self.cfg.log_file or (os.path.join(self._tmp, "server.log") if self._tmp else None)
+
+    def log_tail(self, n: int = 30) -> str:
+        p = self.log_path
+        if not p or not os.path.exists(p):
+            return ""
+        with open(p, "rb") as f:
+            return b"\n".join(f.read().splitlines()[-n:]).decode(errors="replace")
+
+    async def start(self) -> str:
+        cfg = self.cfg
+        self._tmp = tempfile.mkdtemp(prefix="arctic-rl-server-")
+        port_file = os.path.join(self._tmp, "port")
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        argv = [
+            cfg.python, "-m", "arctic_platform.server",
+            "--host", cfg.host,
+            "--port", str(cfg.port),
+            "--port-file", port_file,
+            "--training-gpus", str(self.job_gpus["training"]),
+            "--sampling-gpus", str(self.job_gpus["sampling"]),
+            "--log-prob-gpus", str(self.job_gpus["log_prob"]),
+            "--threads", str(cfg.threads),
+            "--max-seq-len", str(self.max_seq_len),
+            "--device", self.device,
+            "--exit-with-parent",
+        ]  # fmt: skip
+        if cfg.token_env_var:
+            argv += ["--token-env", cfg.token_env_var]  # the value travels in the inherited environment only
+        argv += list(cfg.server_args)
+        env = {**os.environ, **cfg.extra_env}
+        env.setdefault("TOKENIZERS_PARALLELISM", "false")
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=self._tmp,  # ``-m`` puts the cwd first on sys.path: never let a source checkout shadow the install
+            start_new_session=True,
+        )
+        self._finalizer = weakref.finalize(self, _terminate, self.proc, 5.0)
+        deadline = time.monotonic() + cfg.startup_timeout
+        while not os.path.exists(port_file):
+            if self.proc.poll() is not None:
+                raise ArcticRLError(
+                    None,
+                    f"the local server exited with status {self.proc.returncode} before listening; log tail:\n"
+                    + self.log_tail(),
+                    "start",
+                )
+            if time.monotonic() > deadline:
+                raise ArcticRLError(None, f"the local server did not listen within {cfg.startup_timeout:.0f}s", "start")
+            await asyncio.sleep(0.05)
+        port = int(Path(port_file).read_text().strip())
+        host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
+        self.url = f"http://{host}:{port}"
+        self.deadline = deadline
+        return self.url
+
+    async def stop(self, grace: float = 10.0) -> None:
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                proc.terminate()
+            t0 = time.monotonic()
+            while proc.poll() is None and time.monotonic() - t0 < grace:
+                await asyncio.sleep(0.05)
+            if proc.poll() is None:
+                logger.warning("local server pid %d ignored SIGTERM for %.0fs; killing it", proc.pid, grace)
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    proc.kill()
+                t0 = time.monotonic()
+                while proc.poll() is None and time.monotonic() - t0 < grace:
+                    await asyncio.sleep(0.05)
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None

@@ -1,0 +1,206 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""``python -m arctic_platform.server`` / ``arctic-verl server``: serve the embedded Arctic RL server.
+
+Binds ``--host`` (127.0.0.1) and ``--port`` (0: the OS picks a free port). The bound socket is handed to uvicorn,
+so the port reported is the port served: it is printed as ``Arctic RL server listening on http://HOST:PORT`` and,
+with ``--port-file``, written (atomically) to that file. Binding an address that is not loopback needs a token
+(``--token``, or the variable named by ``--token-env``, default ``ARCTIC_RL_TOKEN``); a token, when set, is checked
+on every request. SIGINT / SIGTERM stop it cleanly (jobs destroyed, exit status 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+DEFAULT_TOKEN_ENV = "ARCTIC_RL_TOKEN"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", "-p", type=int, default=0, help="port (default 0: a free port, reported)")
+    parser.add_argument("--port-file", help="write the bound port to this file once listening")
+    parser.add_argument("--model", help="default model folder for /initialize bodies without model_name")
+    parser.add_argument("--token", help="bearer token required on every request (prefer --token-env)")
+    parser.add_argument(
+        "--token-env", default=DEFAULT_TOKEN_ENV, help=f"variable holding the token (default {DEFAULT_TOKEN_ENV})"
+    )
+    parser.add_argument("--training-gpus", type=int, default=1, help="training workers (0: no training job)")
+    parser.add_argument("--sampling-gpus", type=int, default=1, help="sampling workers (0: no sampling job)")
+    parser.add_argument("--log-prob-gpus", type=int, default=1, help="log_prob workers (0: no log_prob job)")
+    parser.add_argument(
+        "--log-prob-engine",
+        choices=["vllm", "deepspeed", "torch"],
+        default="torch",
+        help="accepted for compatibility; this server always uses its torch engine",
+    )
+    parser.add_argument("--colocate", action="store_true", help="accepted for compatibility (one process anyway)")
+    parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu or cuda[:N]")
+    parser.add_argument("--dtype", default=None, help="float32 (CPU default) / bfloat16 (CUDA default) / float16")
+    parser.add_argument("--max-seq-len", type=int, default=8192, help="default max_seq_len of jobs")
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
+    parser.add_argument("--max-body-bytes", type=int, default=1024**3, help="request body limit (413 above)")
+    parser.add_argument("--max-header-bytes", type=int, default=64 * 1024**2, help="wire frame JSON header limit")
+    parser.add_argument("--engine-timeout", type=float, default=1800.0, help="bounded wait for a busy engine (s)")
+    parser.add_argument("--max-batch-rows", type=int, default=64, help="generate rows decoded together")
+    parser.add_argument("--batch-wait-ms", type=float, default=2.0, help="generate batching window (ms)")
+    parser.add_argument("--exit-with-parent", action="store_true", help="stop when the parent process exits")
+    parser.add_argument("--verbose", "-v", action="store_true", help="info logs and access logs")
+    parser.add_argument("--no-ray-auto-attach", action="store_true", help=argparse.SUPPRESS)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit TCP_NODELAY: without it a response written as headers + body waits for the
+    # client's delayed ACK (~40 ms per keep-alive call).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _write_port_file(path: str, port: int) -> None:
+    p = Path(path)
+    tmp = p.with_name(p.name + f".tmp-{os.getpid()}")
+    tmp.write_text(f"{port}\n")
+    os.replace(tmp, p)
+
+
+def _watch_parent() -> None:
+    parent = os.getppid()
+
+    def loop():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    threading.Thread(target=loop, daemon=True, name="arctic-parent-watch").start()
+
+
+def run(args) -> int:
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    token = args.token or os.environ.get(args.token_env) or None
+    if not _is_loopback(args.host) and not token:
+        print(
+            f"arctic-verl server: refusing to bind {args.host} (not loopback) without a token; "
+            f"pass --token or set {args.token_env}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.model and not (Path(args.model) / "config.json").is_file():
+        print(
+            f"arctic-verl server: --model {args.model} has no config.json (make one: arctic-verl tiny-model DIR)",
+            file=sys.stderr,
+        )
+        return 2
+    if max(args.training_gpus, args.sampling_gpus, args.log_prob_gpus) <= 0:
+        print("arctic-verl server: at least one of --training/--sampling/--log-prob-gpus must be > 0", file=sys.stderr)
+        return 2
+    import torch
+    import uvicorn
+
+    torch.set_num_threads(max(1, args.threads))
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+
+    from .app import ServerSettings, create_app
+    from .jobs import ServerLimits
+
+    limits = ServerLimits(
+        training_gpus=args.training_gpus,
+        sampling_gpus=args.sampling_gpus,
+        log_prob_gpus=args.log_prob_gpus,
+        default_model=str(Path(args.model).resolve()) if args.model else None,
+        device=args.device,
+        dtype=args.dtype,
+        max_seq_len=args.max_seq_len,
+        engine_timeout_s=args.engine_timeout,
+        max_batch_rows=args.max_batch_rows,
+    )
+    app = create_app(
+        ServerSettings(
+            token=token,
+            max_body_bytes=args.max_body_bytes,
+            max_header_bytes=args.max_header_bytes,
+            batch_wait_ms=args.batch_wait_ms,
+            limits=limits,
+        )
+    )
+    try:
+        sock = _bind(args.host, args.port)
+    except OSError as e:
+        print(f"arctic-verl server: cannot bind {args.host}:{args.port} ({e})", file=sys.stderr)
+        return 2
+    port = sock.getsockname()[1]
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    if args.exit_with_parent:
+        _watch_parent()
+    config = uvicorn.Config(
+        app,
+        log_level="info" if args.verbose else "warning",
+        access_log=args.verbose,
+        lifespan="on",
+        timeout_graceful_shutdown=10,
+        limit_concurrency=None,
+    )
+    server = uvicorn.Server(config)
+    if args.port_file:  # before the line below, so a reader of either finds both
+        _write_port_file(args.port_file, port)
+    print(f"Arctic RL server listening on http://{shown}:{port}", flush=True)
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m arctic_platform.server", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+"""arctic_platform.client.config: validation, transports, Cortex from_env, and secrets kept out of reprs."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from pydantic import ValidationError
+
+from arctic_platform.client import (
+    ArcticRLClientConfig,
+    CortexConfig,
+    LocalConfig,
+    OnPremConfig,
+)
+
+
+def test_defaults_and_job_bodies(tmp_path):
+    model = tmp_path / "m"
+    model.mkdir()
+    c = ArcticRLClientConfig(model_name=str(model), seed=7, training={"checkpoint_path": "ckpt"})
+    assert isinstance(c.backend, LocalConfig) and c.backend.port == 0 and c.backend.host == "127.0.0.1"
+    assert c.backend.python == sys.executable and not c.reconnecting
+    t = c.job_config("training")
+    assert t["job_type"] == "training" and t["seed"] == 7 and t["checkpoint_path"].endswith("/ckpt")
+    assert t["training_config"]["optimizer"] == {"lr": 1e-6, "betas": (0.9, 0.999), "weight_decay": 0.01, "eps": 1e-8}
+    s = c.job_config("sampling")
+    assert s["engine_kwargs"]["max_model_len"] == 8192 and "arctic_inference_config" not in s
+    assert "training_config" not in c.job_config("log_prob")
+    json.dumps([t, s])  # plain JSON bodies
+
+
+@pytest.mark.parametrize(
+    "backend, match",
+    [
+        ({"type": "ray"}, "does not match any of the expected tags"),
+        ({"type": "onprem", "url": "http://x", "protocol": "ray"}, "protocol"),
+        ({"type": "remote", "protocol": "cortex"}, "expected tags"),
+        ({"type": "local", "launch_local_server": True}, "Extra inputs are not permitted"),
+    ],
+    ids=["ray-type", "ray-protocol", "reference-remote", "unknown-field"],
+)
+def test_unsupported_transports_are_rejected(backend, match):
+    with pytest.raises(ValidationError, match=match):
+        ArcticRLClientConfig(model_name="m", backend=backend)
+
+
+def test_other_validation():
+    with pytest.raises(ValidationError, match="Extra inputs"):
+        ArcticRLClientConfig(model_name="m", sampling_engine="vllm")
+    with pytest.raises(ValidationError, match="needs total_steps"):
+        ArcticRLClientConfig(model_name="m", training={"lr_scheduler_type": "cosine"})
+    with pytest.raises(ValidationError, match="at least one"):
+        ArcticRLClientConfig(model_name="m", training_gpus=0, sampling_gpus=0, log_prob_gpus=0)
+    c = ArcticRLClientConfig(model_name="m", training_gpus=0, sampling_gpus=0, log_prob_gpus=0, sampling_job_id="3")
+    assert c.reconnecting
+
+
+def test_onprem_token_is_an_env_var_name(monkeypatch):
+    monkeypatch.setenv("ARL_TOKEN_FOR_TEST", "very-secret-value")
+    c = ArcticRLClientConfig(
+        model_name="m", backend=OnPremConfig(url="http://h:7000", token_env_var="ARL_TOKEN_FOR_TEST")
+    )
+    assert "very-secret-value" not in repr(c) and "very-secret-value" not in c.model_dump_json()
+
+
+def test_cortex_from_env_with_a_fake_environment():
+    # Snowflake Cortex is unreachable here: a fake environment mapping stands in for the real one.
+    env = {
+        "ARCTIC_CORTEX_HOST": "acct.region.snowflakecomputing.com",
+        "ARCTIC_CORTEX_PAT_ENV_VAR": "MY_PAT",
+        "ARCTIC_CORTEX_DATABASE": "DB",
+        "ARCTIC_CORTEX_SCHEMA": "SCH",
+        "ARCTIC_CORTEX_ENDPOINT": "",  # empty values are ignored
+        "ARCTIC_CORTEX_BASE_URL": "",
+        "MY_PAT": "pat-value-123",
+    }
+    c = CortexConfig.from_env(env)
+    assert (c.host, c.pat_env_var, c.database, c.schema_, c.endpoint) == (
+        "acct.region.snowflakecomputing.com",
+        "MY_PAT",
+        "DB",
+        "SCH",
+        "cortex-training",
+    )
+    assert c.base_url is None and c.resolve_pat(env) == "pat-value-123"
+    over = CortexConfig.from_env(env, schema="OTHER", endpoint="ep", pat="inline-pat-456")
+    assert (over.schema_, over.endpoint) == ("OTHER", "ep")  # explicit overrides win
+    assert "inline-pat-456" not in repr(over) and "inline-pat-456" not in str(over.model_dump())
+    assert over.resolve_pat(env) == "inline-pat-456"
+    with pytest.raises(ValidationError, match="base_url or host"):
+        CortexConfig.from_env({})
+    with pytest.raises(ValidationError, match="database and schema"):
+        CortexConfig.from_env({"ARCTIC_CORTEX_HOST": "h"})
+    assert CortexConfig.from_env({"ARCTIC_CORTEX_BASE_URL": "http://mock"}).base_url == "http://mock"
+    cfg = ArcticRLClientConfig(model_name="m", backend=c)
+    assert cfg.backend.type == "cortex"

@@ -1,0 +1,116 @@
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+"""arctic_platform.server.jobs: validation before building, transactional builds, states with reasons, slots."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from arctic_platform.server.engines import RequestError
+from arctic_platform.server.jobs import JobConfig, JobRegistry, ServerLimits
+
+
+@pytest.fixture
+def registry(tiny_model_dir):
+    return JobRegistry(ServerLimits(default_model=str(tiny_model_dir), max_seq_len=64, engine_timeout_s=30))
+
+
+def _cfg(**kw):
+    return JobConfig.model_validate(kw)
+
+
+@pytest.mark.parametrize(
+    "kw, status, match",
+    [
+        (dict(job_type="critic"), 400, "unknown job_type"),
+        (dict(job_type="sampling", model_name="/nonexistent/model"), 400, "not a local Hugging Face model"),
+        (dict(job_type="training"), 400, "needs checkpoint_path"),
+        (dict(job_type="sampling", device="cuda"), 400, "CUDA is not available"),
+        (dict(job_type="sampling", device="tpu"), 400, "is not 'auto'"),
+        (dict(job_type="sampling", dtype="float8"), 400, "dtype 'float8'"),
+        (dict(job_type="training", checkpoint_path="/tmp/x", training_config={"lr": 1}), 422, "training_config"),
+        (
+            dict(job_type="training", checkpoint_path="/tmp/x", training_config={"lr_scheduler_type": "cosine"}),
+            400,
+            "total_steps is required",
+        ),
+    ],
+    ids=["type", "model", "ckpt", "cuda", "device", "dtype", "unknown-key", "cosine"],
+)
+def test_validation_happens_before_anything_is_built(registry, kw, status, match):
+    with pytest.raises(RequestError, match=match) as ei:
+        registry.create(_cfg(**kw))
+    assert ei.value.status == status
+    assert registry.all() == []  # no record, no id consumed by a rejected request
+
+
+def test_unusable_checkpoint_path_is_a_400(registry, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(RequestError, match="not usable") as ei:
+        registry.create(_cfg(job_type="training", checkpoint_path=str(blocker / "sub")))
+    assert ei.value.status == 400 and registry.all() == []
+
+
+def test_zero_workers_refuse_the_job_type(tiny_model_dir):
+    reg = JobRegistry(ServerLimits(default_model=str(tiny_model_dir), log_prob_gpus=0))
+    with pytest.raises(RequestError, match="--log-prob-gpus 0"):
+        reg.create(_cfg(job_type="log_prob"))
+
+
+def test_lifecycle_pending_running_terminated(registry, tmp_path):
+    job = registry.create(_cfg(job_type="training", checkpoint_path=str(tmp_path)))
+    assert (job.job_id, job.status, job.reason) == (1, "pending", "")
+    with pytest.raises(RequestError) as ei:  # one live job per type, pending included
+        registry.create(_cfg(job_type="training", checkpoint_path=str(tmp_path)))
+    assert ei.value.status == 409
+    with pytest.raises(RequestError) as ei:
+        registry.require(1, "training")
+    assert ei.value.status == 409 and "pending" in ei.value.reason
+    registry.build(job)
+    assert job.status == "running" and registry.require(1, "training") is job
+    assert job.info()["checkpoint_path"] == str(tmp_path / "arctic_rl_job_1")
+    with pytest.raises(RequestError) as ei:
+        registry.require(1, "sampling")
+    assert ei.value.status == 400 and "training job" in ei.value.reason
+    with pytest.raises(RequestError) as ei:
+        registry.get(99)
+    assert ei.value.status == 404
+    registry.destroy(job, "destroyed by a client")
+    assert (job.status, job.reason, job.engine) == ("terminated", "destroyed by a client", None)
+    again = registry.create(_cfg(job_type="training", checkpoint_path=str(tmp_path)))
+    assert again.job_id == 2  # ids are never reused
+
+
+def test_failed_build_leaves_nothing_and_can_be_retried(registry, tiny_model_dir, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_model_dir, broken)
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    job = registry.create(_cfg(job_type="sampling", model_name=str(broken)))
+    registry.build(job)
+    assert job.status == "failed" and job.engine is None
+    assert job.reason.startswith("initialization failed:") and len(job.reason.splitlines()) == 1
+    fixed = registry.create(_cfg(job_type="sampling"))  # the failed record does not hold the slot
+    registry.build(fixed)
+    assert fixed.status == "running"
+    assert [j.status for j in registry.all()] == ["failed", "running"]
+
+
+def test_destroy_while_pending_terminates_after_the_build(registry):
+    job = registry.create(_cfg(job_type="log_prob"))
+    registry.destroy(job, "destroyed by a client")
+    assert job.status == "pending"
+    registry.build(job)
+    assert job.status == "terminated" and job.engine is None and "while initializing" in job.reason
+
+
+def test_fca_request_is_ignored_with_one_warning(registry, caplog):
+    aic = {"zorro_inference": {"enable": True}, "speculative_decoding": {"model": ""}}
+    job = registry.create(_cfg(job_type="sampling", arctic_inference_config=aic, vllm_config={"enforce_eager": True}))
+    with caplog.at_level("WARNING", logger="arctic_platform.server"):
+        registry.build(job)
+    assert job.status == "running"  # never fails the job
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "FCA" in warnings[0].getMessage()
