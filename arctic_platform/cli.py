@@ -34,6 +34,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "write a tiny random-init causal LM + tokenizer (HF format, no download)",
     ),
     "server": ("arctic_platform.server.__main__", "serve the embedded Arctic RL server (127.0.0.1; prints the URL)"),
+    "smoke": ("arctic_platform.smoke", "CPU GRPO smoke run through verl V1 + the embedded backend (must learn)"),
+    "launcher": ("arctic_platform.launchers", "print the path of a launcher script shipped in the wheel"),
+    "prepare-gsm8k": (
+        "arctic_platform.integrations.verl.examples.gsm8k",
+        "convert local GSM8K parquet/jsonl files into verl's RL data format",
+    ),
 }
 
 

@@ -29,10 +29,8 @@ ARCTIC = [
 
 
 @pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory) -> Path:
-    from arctic_platform.fixtures import make_tiny_model
-
-    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0)
+def tiny_model(tiny_model_dir) -> Path:
+    return tiny_model_dir
 
 
 @pytest.fixture(scope="session")
