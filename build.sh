@@ -207,8 +207,16 @@ case "$CMD" in
     do_build
     do_install "[test]"
     stage test
+    # Run from an empty directory: neither pytest nor Ray workers (which inherit the cwd) may import the source tree.
+    TEST_CWD="$REPO/build/test-cwd"
+    rm -rf "$TEST_CWD"; mkdir -p "$TEST_CWD"
+    ARGS_ABS=()
+    for a in "${PYTEST_ARGS[@]}"; do
+      if [ "${a#-}" = "$a" ] && [ -e "$REPO/${a%%::*}" ]; then ARGS_ABS+=("$REPO/$a"); else ARGS_ABS+=("$a"); fi
+    done
+    [ ${#ARGS_ABS[@]} -gt 0 ] || ARGS_ABS=("$REPO/tests")
     set +e
-    run_env "$ENV_PREFIX/bin/pytest" -n auto "${PYTEST_ARGS[@]}"
+    (cd "$TEST_CWD" && run_env "$ENV_PREFIX/bin/pytest" -c "$REPO/pyproject.toml" --rootdir "$REPO" -n auto "${ARGS_ABS[@]}")
     rc=$?
     set -e
     done_stage "pytest exit $rc"

@@ -24,3 +24,7 @@
 | ``config/remote_backend/arctic.yaml`` | the ``remote_backend=arctic`` Hydra group entry (defaults documented) |
 | ``examples/`` | smoke and H200 launchers |
 """
+
+# Import verl first, so that importing any module of this package (say the adapter) before verl cannot cut the
+# verl.plugins entry point's registration short with a circular import (verl logs that failure only at DEBUG).
+import verl  # noqa: E402,F401

@@ -220,6 +220,7 @@ class ArcticRemoteBackend(RemoteBackend):
         self._handle = dict(handle)
         self._owner_client = owner_client  # sync client that created the jobs (driver only)
         self._async_clients: dict[int, Any] = {}
+        self._client_locks: dict[int, asyncio.Lock] = {}
         self._num_gpus = int(handle.get("num_gpus", 0))
 
     # ------------------------------------------------------------------ construction
@@ -248,15 +249,20 @@ class ArcticRemoteBackend(RemoteBackend):
     def reconnect_handle(self) -> dict[str, Any]:
         return dict(self._handle)
 
-    def client(self):
-        """An :class:`AsyncArcticRLClient` re-attached to this backend's jobs, one per running event loop."""
+    async def client(self):
+        """An :class:`AsyncArcticRLClient` re-attached to this backend's jobs (one per event loop; never owns jobs)."""
         from arctic_platform.client import AsyncArcticRLClient
 
-        loop = asyncio.get_running_loop()
-        client = self._async_clients.get(id(loop))
-        if client is None:
-            client = AsyncArcticRLClient.from_handle(self._handle)
-            self._async_clients[id(loop)] = client
+        key = id(asyncio.get_running_loop())
+        client = self._async_clients.get(key)
+        if client is not None:
+            return client
+        async with self._client_locks.setdefault(key, asyncio.Lock()):  # concurrent generate() calls share one
+            client = self._async_clients.get(key)
+            if client is None:
+                client = AsyncArcticRLClient.from_handle(self._handle)
+                await client.start()  # re-attach: checks health and the jobs, creates nothing
+                self._async_clients[key] = client
         return client
 
     # ------------------------------------------------------------------ RemoteBackend API
@@ -275,12 +281,12 @@ class ArcticRemoteBackend(RemoteBackend):
 
     async def update_weights(self, policy_version: Optional[int] = None) -> dict[str, Any]:
         """Training -> sampling weight copy; the sampler serves the new weights once this returns."""
-        return await self.client().sync_weights(policy_version=policy_version)
+        return await (await self.client()).sync_weights(policy_version=policy_version)
 
     async def save_checkpoint(
         self, path: Optional[str] = None, step: Optional[int] = None, save_total_limit: Optional[int] = None
     ) -> dict[str, Any]:
-        return await self.client().save(path=path, step=step, save_total_limit=save_total_limit)
+        return await (await self.client()).save(path=path, step=step, save_total_limit=save_total_limit)
 
     def requires_single_forwarder(self) -> bool:
         return True  # the backend owns its parallelism; verl runs one CPU forwarder

@@ -78,7 +78,7 @@ class ArcticV1LLMServer:
         if image_data or video_data or kwargs.get("audio_data"):
             raise ValueError("the arctic rollout server is text-only: image/video/audio inputs are not supported")
         params = to_backend_sampling_params(sampling_params, self.max_tokens)
-        (result,) = await self.backend.client().generate([list(map(int, prompt_ids))], params)
+        (result,) = await (await self.backend.client()).generate([list(map(int, prompt_ids))], params)
         version = result.get("policy_version", self.global_steps)
         if version is None:
             raise RuntimeError("the backend returned no policy version and set_global_steps was never called")
@@ -112,7 +112,7 @@ class ArcticV1LLMServer:
         return None
 
     async def clear_kv_cache(self):
-        await self.backend.client().reset_prefix_cache()
+        await (await self.backend.client()).reset_prefix_cache()
 
     async def release_kv_cache(self):
         return None

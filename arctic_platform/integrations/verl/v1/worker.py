@@ -225,7 +225,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         rows = torch.nonzero(~padding).flatten()
         if len(rows):
             dense = self._densify(data, rows, {})
-            reply = await self.backend.client().forward(
+            reply = await (await self.backend.client()).forward(
                 self._wire_batch(dense, ()),
                 self._meta(temperature, want_entropy),
                 {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": None},
@@ -295,7 +295,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             if name not in data.keys():
                 raise KeyError(f"update_actor: field {name!r} is missing from the batch")
         actor_config = self._actor_config()
-        client = self.backend.client()
+        client = (await self.backend.client())
         metrics: dict[str, list] = {}
         tokens: list[int] = []
         iterator = tu.make_iterator(
@@ -367,7 +367,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     async def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False):
         """Resume the training job from ``local_path`` (``trainer.resume_mode``); the next weight sync updates rollout."""
-        reply = await self.backend.client().load_checkpoint(path=local_path)
+        reply = await (await self.backend.client()).load_checkpoint(path=local_path)
         logger.info(f"arctic forwarder: resumed training job from {reply.get('path')} step {reply.get('global_step')}")
         return reply
 

@@ -91,7 +91,7 @@ def test_over_length_row_is_refused_with_its_index(forwarder):
 def test_update_actor_changes_sampler_only_after_update_weights(forwarder, arctic_backend):
     from arctic_platform.client import ArcticRLClient
 
-    client = ArcticRLClient.from_handle(arctic_backend.reconnect_handle())
+    client = ArcticRLClient.from_handle(arctic_backend.reconnect_handle()).start()
     try:
         norms0 = client.weight_norm()
         assert norms0["training_norm"] == pytest.approx(norms0["sampling_norm"], rel=0, abs=1e-9)
