@@ -361,9 +361,10 @@ if HAS_TRITON:
             slot = tok % BS
             k_off = blk * stride_kb + slot * stride_kt + k_head_off
             v_off = blk * stride_vb + slot * stride_vt + v_head_off
-            kt = tl.load(k_ptr + k_off[None, :] + offs_d[:, None] * stride_kd, mask=live[None, :], other=0.0)
+            # [BLOCK_N, D] tiles: each token's head_dim row is contiguous in vLLM's layout (coalesced loads).
+            k = tl.load(k_ptr + k_off[:, None] + offs_d[None, :] * stride_kd, mask=live[:, None], other=0.0)
             v = tl.load(v_ptr + v_off[:, None] + offs_d[None, :] * stride_vd, mask=live[:, None], other=0.0)
-            kt = kt.to(tl.float32).to(DOT_DTYPE)  # upcast first: bf16 arithmetic is wrong in the interpreter
+            kt = tl.trans(k.to(tl.float32).to(DOT_DTYPE))  # upcast first: bf16 arithmetic is wrong in the interpreter
             v = v.to(tl.float32)
             if FP32_IEEE:
                 s = tl.dot(q, kt, input_precision="ieee")
