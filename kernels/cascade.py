@@ -46,6 +46,7 @@ inference (prefix/suffix split + LSE merge), Flash-Decoding (split-KV), the Trit
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -145,7 +146,7 @@ def _check_inputs(
         raise TypeError(f"attention inputs must be floating point, got {q.dtype}")
     gs = group_starts.reshape(-1).tolist()
     G = len(gs) - 1
-    if G < 0 or gs[0] != 0 or gs[-1] != B or any(a > b for a, b in zip(gs, gs[1:])):
+    if G < 0 or gs[0] != 0 or gs[-1] != B or any(a > b for a, b in itertools.pairwise(gs)):
         raise ValueError(f"group_starts must rise from 0 to B={B}, got {gs[:8]}{'...' if len(gs) > 8 else ''}")
     if prefix_block_tables.dim() != 2 or prefix_block_tables.shape[0] != G or prefix_lens.shape != (G,):
         raise ValueError(
@@ -157,13 +158,14 @@ def _check_inputs(
             f"suffix_block_tables must be [B={B}, n] and suffix_lens [B], got {tuple(suffix_block_tables.shape)} "
             f"and {tuple(suffix_lens.shape)}"
         )
-    for name, lens, table in (("prefix", prefix_lens, prefix_block_tables), ("suffix", suffix_lens, suffix_block_tables)):
+    for name, lens, table in (
+        ("prefix", prefix_lens, prefix_block_tables),
+        ("suffix", suffix_lens, suffix_block_tables),
+    ):
         if lens.numel():
             lo, hi = int(lens.min()), int(lens.max())
             if lo < 0 or hi > table.shape[1] * bs:
-                raise ValueError(
-                    f"{name}_lens must lie in [0, {table.shape[1]} blocks x {bs}], got min {lo} max {hi}"
-                )
+                raise ValueError(f"{name}_lens must lie in [0, {table.shape[1]} blocks x {bs}], got min {lo} max {hi}")
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     return _Checked(B, Hq, Hkv, D, bs, gs, scale)
 
@@ -292,7 +294,9 @@ def build_forest_metadata(block_tables, seq_lens, group_ids, block_size) -> Fore
         raise ValueError(f"block_tables must be [B, max_blocks], got {tuple(block_tables.shape)}")
     B, nb = block_tables.shape
     if seq_lens.shape != (B,) or group_ids.shape != (B,):
-        raise ValueError(f"seq_lens and group_ids must be [B={B}], got {tuple(seq_lens.shape)}, {tuple(group_ids.shape)}")
+        raise ValueError(
+            f"seq_lens and group_ids must be [B={B}], got {tuple(seq_lens.shape)}, {tuple(group_ids.shape)}"
+        )
     if int(block_size) <= 0:
         raise ValueError(f"block_size must be positive, got {block_size}")
     if B and int(seq_lens.max()) > nb * block_size:
@@ -484,7 +488,7 @@ if HAS_TRITON:
 def _plan_tiles(group_starts: list[int], members_per_tile: int, device) -> tuple[torch.Tensor, ...]:
     """Split each group into tiles of at most ``members_per_tile`` requests (each tile re-reads the prefix)."""
     tg, ts, tn = [], [], []
-    for g, (a, b) in enumerate(zip(group_starts, group_starts[1:])):
+    for g, (a, b) in enumerate(itertools.pairwise(group_starts)):
         for start in range(a, b, members_per_tile):
             tg.append(g)
             ts.append(start)
@@ -546,7 +550,7 @@ def forest_cascade_attention(
     block_n = block_n or (32 if interpreted else 64)
     if block_n & (block_n - 1):
         raise ValueError(f"block_n must be a power of two, got {block_n}")
-    sizes = [b - a for a, b in zip(c.group_starts, c.group_starts[1:])]
+    sizes = [b - a for a, b in itertools.pairwise(c.group_starts)]
     members = max(1, min(max(sizes, default=1), max(1, m_max // qpk)))
     M = max(16, next_power_of_2(members * qpk))
     members_per_tile = M // qpk

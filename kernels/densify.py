@@ -62,7 +62,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._utils import HAS_TRITON, bits_dtype, check_triton_device, require_triton, triton, tl
+from ._utils import HAS_TRITON, bits_dtype, check_triton_device, require_triton, tl, triton
 
 __all__ = ["densify", "densify_reference", "densify_vectorized", "densify_triton", "DEFAULT_FIELD_PADS"]
 
@@ -119,7 +119,9 @@ def _jagged(nt, what: str) -> _Jagged:
     if not (isinstance(nt, torch.Tensor) and nt.is_nested and nt.layout == torch.jagged):
         raise TypeError(f"{what} must be a nested tensor with layout=torch.jagged, got {type(nt).__name__}")
     if nt.dim() != 2 or nt._ragged_idx != 1:
-        raise ValueError(f"{what} must be a 2-D jagged tensor [B, j] (one value per token), got shape {tuple(nt.shape)}")
+        raise ValueError(
+            f"{what} must be a 2-D jagged tensor [B, j] (one value per token), got shape {tuple(nt.shape)}"
+        )
     values = nt.values()
     offsets = nt.offsets().to(torch.int64)
     lengths = nt.lengths()

@@ -25,7 +25,6 @@ device is required and its absence is an error.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 import torch
@@ -98,7 +97,7 @@ def plain_same_dtype(q, kg, vg):
     return torch.einsum("bhl,bhld->bhd", torch.softmax(s, -1), vv)
 
 
-def check(shape, heads, dtype, device, interpreted) -> list[dict]:
+def check(shape, heads, dtype, device) -> list[dict]:
     """Kernel (grouped and no-share) vs an fp64 reference; FlashAttention's 2x-plain-torch rule + 4 fp32 ulps."""
     q, k, v, forest, noshare, full_bt = build(**shape, **heads, dtype=dtype, device=device, seed=1)
     L = shape["P"] + shape["S"]
@@ -124,6 +123,44 @@ def kv_bytes_per_token(heads, dtype) -> int:
     return 2 * heads["Hkv"] * heads["D"] * torch.empty((), dtype=dtype).element_size()
 
 
+def bench_shape(sname, shape, heads, dtype, device, bench) -> tuple[list[dict], str]:
+    """Time every provider on one GRPO shape; rows for the CSV and a one-line summary."""
+    q, k, v, forest, noshare, full_bt = build(**shape, **heads, dtype=dtype, device=device)
+    G, n, P, S = shape["G"], shape["n"], shape["P"], shape["S"]
+    B = G * n
+    kvb = kv_bytes_per_token(heads, dtype)
+    shared_bytes = G * (P + n * S) * kvb
+    unshared_bytes = B * (P + S) * kvb
+    kg, vg = gather_kv(k, full_bt, P + S), gather_kv(v, full_bt, P + S)
+    providers = {
+        "fca": (lambda: forest_cascade_attention(q, k, v, **forest), shared_bytes),
+        "fca_noshare": (lambda: forest_cascade_attention(q, k, v, **noshare), unshared_bytes),
+        "sdpa_gathered": (lambda: sdpa(q, kg, vg), unshared_bytes),
+    }
+    for s in (1, 2, 4, 8):
+        providers[f"fca_s{s}"] = (lambda s=s: forest_cascade_attention(q, k, v, **forest, num_splits=s), shared_bytes)
+    rows, times = [], {}
+    for name, (fn, nbytes) in providers.items():
+        ms = bench(fn)
+        times[name] = ms
+        rows.append({"shape": sname, **shape, **heads, "dtype": str(dtype).split(".")[-1], "provider": name,
+                     "time_us": round(ms * 1e3, 2), "ideal_bytes": nbytes,
+                     "GB_per_s": round(nbytes / (ms * 1e-3) / 1e9, 1),
+                     "pct_of_4.8TBps": round(100 * nbytes / (ms * 1e-3) / H200_HBM_BYTES_PER_S, 1),
+                     "roofline_us": round(nbytes / H200_HBM_BYTES_PER_S * 1e6, 1)})  # fmt: skip
+    for r in rows:
+        r["speedup_vs_fca_noshare"] = round(times["fca_noshare"] / times[r["provider"]], 2)
+        r["speedup_vs_sdpa"] = round(times["sdpa_gathered"] / times[r["provider"]], 2)
+    bound = n * (P + S) / (P + n * S)
+    f = rows[0]
+    line = (
+        f"{sname} (G={G}, n={n}, P={P}, S={S}): fca {f['time_us']} us = {f['GB_per_s']} GB/s "
+        f"({f['pct_of_4.8TBps']}% of 4.8 TB/s, roofline {f['roofline_us']} us); "
+        f"vs no-share {f['speedup_vs_fca_noshare']}x, vs SDPA {f['speedup_vs_sdpa']}x (KV-bytes bound {bound:.2f}x)"
+    )
+    return rows, line
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dry", action="store_true", help="tiny shapes on CPU under TRITON_INTERPRET=1")
@@ -138,8 +175,8 @@ def main(argv=None) -> int:
     dtype = torch.bfloat16
     folder = results_dir(device, args.out)
 
-    checks = check(check_shape, heads, dtype, device, args.dry)
-    checks += check(check_shape, heads, torch.float32, device, args.dry)
+    checks = check(check_shape, heads, dtype, device)
+    checks += check(check_shape, heads, torch.float32, device)
     write_csv(folder / "cascade_check.csv", checks)
     if not all(r["ok"] for r in checks):
         raise SystemExit("bench_cascade: correctness check FAILED (see cascade_check.csv)")
@@ -152,41 +189,9 @@ def main(argv=None) -> int:
         bench = lambda fn: do_bench(fn, warmup=25, rep=100, return_mode="median")  # noqa: E731
     rows, summary = [], []
     for sname, shape in shapes.items():
-        q, k, v, forest, noshare, full_bt = build(**shape, **heads, dtype=dtype, device=device)
-        G, n, P, S = shape["G"], shape["n"], shape["P"], shape["S"]
-        B = G * n
-        kvb = kv_bytes_per_token(heads, dtype)
-        shared_bytes = G * (P + n * S) * kvb
-        unshared_bytes = B * (P + S) * kvb
-        kg, vg = gather_kv(k, full_bt, P + S), gather_kv(v, full_bt, P + S)
-        providers = {
-            "fca": (lambda: forest_cascade_attention(q, k, v, **forest), shared_bytes),
-            "fca_noshare": (lambda: forest_cascade_attention(q, k, v, **noshare), unshared_bytes),
-            "sdpa_gathered": (lambda: sdpa(q, kg, vg), unshared_bytes),
-        }
-        for s in (1, 2, 4, 8):
-            providers[f"fca_s{s}"] = (lambda s=s: forest_cascade_attention(q, k, v, **forest, num_splits=s), shared_bytes)
-        times = {}
-        for name, (fn, nbytes) in providers.items():
-            ms = bench(fn)
-            times[name] = ms
-            rows.append({"shape": sname, **shape, **heads, "dtype": "bfloat16", "provider": name,
-                         "time_us": round(ms * 1e3, 2), "ideal_bytes": nbytes,
-                         "GB_per_s": round(nbytes / (ms * 1e-3) / 1e9, 1),
-                         "pct_of_4.8TBps": round(100 * nbytes / (ms * 1e-3) / H200_HBM_BYTES_PER_S, 1),
-                         "roofline_us": round(nbytes / H200_HBM_BYTES_PER_S * 1e6, 1)})  # fmt: skip
-        for r in rows[-len(providers) :]:
-            r["speedup_vs_fca_noshare"] = round(times["fca_noshare"] / times[r["provider"]], 2)
-            r["speedup_vs_sdpa"] = round(times["sdpa_gathered"] / times[r["provider"]], 2)
-        bound = n * (P + S) / (P + n * S)
-        fca_row = next(r for r in rows if r["shape"] == sname and r["provider"] == "fca")
-        summary.append(
-            f"{sname} (G={G}, n={n}, P={P}, S={S}): fca {fca_row['time_us']} us = {fca_row['GB_per_s']} GB/s "
-            f"({fca_row['pct_of_4.8TBps']}% of 4.8 TB/s, roofline {fca_row['roofline_us']} us); "
-            f"vs no-share {fca_row['speedup_vs_fca_noshare']}x, vs SDPA {fca_row['speedup_vs_sdpa']}x "
-            f"(KV-bytes bound {bound:.2f}x)"
-        )
-        del q, k, v, kg, vg
+        shape_rows, line = bench_shape(sname, shape, heads, dtype, device, bench)
+        rows += shape_rows
+        summary.append(line)
         if device == "cuda":
             torch.cuda.empty_cache()
     write_csv(folder / "cascade.csv", rows)

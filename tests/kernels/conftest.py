@@ -62,7 +62,9 @@ def build_fca_case(sizes, prefix_len, *, suffix_lens=None, suffix_max=40, Hkv=2,
     g = torch.Generator().manual_seed(seed)
     B, G = sum(sizes), len(sizes)
     plens = list(prefix_lens) if prefix_lens is not None else [prefix_len] * G
-    slens = list(suffix_lens) if suffix_lens is not None else torch.randint(0, suffix_max + 1, (B,), generator=g).tolist()
+    slens = (
+        list(suffix_lens) if suffix_lens is not None else torch.randint(0, suffix_max + 1, (B,), generator=g).tolist()
+    )
     pblocks = [_cdiv(p, bs) for p in plens]
     sblocks = [_cdiv(s, bs) for s in slens]
     nblocks = sum(pblocks) + sum(sblocks) + 2  # two spare pages nobody references
@@ -123,8 +125,12 @@ def plain_attention(q, k_cache, v_cache, kw, scale=None):
         pn = int(kw["prefix_lens"][gi])
         for r in range(gs[gi], gs[gi + 1]):
             sn = int(kw["suffix_lens"][r])
-            kk = torch.cat([gather(k_cache, kw["prefix_block_tables"][gi], pn), gather(k_cache, kw["suffix_block_tables"][r], sn)])
-            vv = torch.cat([gather(v_cache, kw["prefix_block_tables"][gi], pn), gather(v_cache, kw["suffix_block_tables"][r], sn)])
+            kk = torch.cat(
+                [gather(k_cache, kw["prefix_block_tables"][gi], pn), gather(k_cache, kw["suffix_block_tables"][r], sn)]
+            )
+            vv = torch.cat(
+                [gather(v_cache, kw["prefix_block_tables"][gi], pn), gather(v_cache, kw["suffix_block_tables"][r], sn)]
+            )
             if kk.shape[0] == 0:
                 continue
             kk, vv = kk.repeat_interleave(Hq // Hkv, 1), vv.repeat_interleave(Hq // Hkv, 1)
@@ -163,7 +169,9 @@ def assert_attention_close(out, lse, case, scale=None, what="kernel"):
         lerr_pt = (pt_lse.double() - ref_lse)[fin].abs().max().item() if fin.any() else 0.0
         lfloor = 4 * eps32 * max(ref_lse[fin].abs().max().item() if fin.any() else 1.0, 1.0)
         # Same rule for the LSE; natural log on both sides.
-        assert lerr <= 2 * lerr_pt + lfloor, f"{what}: LSE error {lerr:.3g} > 2 x plain torch {lerr_pt:.3g} + {lfloor:.2g}"
+        assert lerr <= 2 * lerr_pt + lfloor, (
+            f"{what}: LSE error {lerr:.3g} > 2 x plain torch {lerr_pt:.3g} + {lfloor:.2g}"
+        )
     return err, err_pt
 
 

@@ -162,7 +162,7 @@ def _grpo_batch(g, bs=16, Hkv=2, D=64, qpk=4):
     members = [3, 2, 2, 1]
     rows, gids, seq_lens = [], [], []
     next_page = iter(torch.randperm(200, generator=g).tolist())
-    for gi, (plen, n) in enumerate(zip(prompts, members)):
+    for gi, (plen, n) in enumerate(zip(prompts, members, strict=True)):
         shared = [next(next_page) for _ in range(plen // bs)]
         for _ in range(n):
             total = plen + int(torch.randint(1, 30, (1,), generator=g))

@@ -71,8 +71,15 @@ def random_batch(seed, B, P, R, *, id_dtype=torch.int64, device="cpu"):
 PADS = [
     pytest.param({}, id="default-pads"),
     pytest.param(
-        {"old_log_probs": math.nan, "advantages": -1.5, "response_mask": -1, "ref_log_prob": math.nan,
-         "loss_mask": True, "token_level_rewards": -0.0, "rollout_is_weights": math.inf},
+        {
+            "old_log_probs": math.nan,
+            "advantages": -1.5,
+            "response_mask": -1,
+            "ref_log_prob": math.nan,
+            "loss_mask": True,
+            "token_level_rewards": -0.0,
+            "rollout_is_weights": math.inf,
+        },
         id="nan-negative-pads",
     ),  # fmt: skip
 ]
