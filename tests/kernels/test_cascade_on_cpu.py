@@ -37,9 +37,14 @@ CASES = {
 }
 
 
-def run_case(fca, name, dtype, seed=0):
+def on(device, kw):
+    """The kernel arguments moved to the Triton device (CPU under the interpreter, CUDA on a GPU host)."""
+    return {k: v.to(device) for k, v in kw.items()}
+
+
+def run_case(fca, name, dtype, device, seed=0):
     sizes, plen, case_kw, kern_kw = CASES[name]
-    case = fca.build_case(sizes, plen, dtype=dtype, seed=seed, **case_kw)
+    case = fca.build_case(sizes, plen, dtype=dtype, seed=seed, device=device, **case_kw)
     out, lse = forest_cascade_attention(case.q, case.k, case.v, **case.kw, return_lse=True, **kern_kw)
     return case, out, lse, kern_kw
 
@@ -47,7 +52,7 @@ def run_case(fca, name, dtype, seed=0):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", list(CASES))
 def test_kernel_matches_reference(fca, triton_device, name, dtype):
-    case, out, lse, _ = run_case(fca, name, dtype)
+    case, out, lse, _ = run_case(fca, name, dtype, triton_device)
     assert out.dtype == dtype and out.shape == case.q.shape and lse.dtype == torch.float32
     fca.assert_close(out, lse, case)  # tolerance rule and its reason: conftest.assert_attention_close
 
@@ -64,7 +69,7 @@ def test_reference_matches_plain_torch(fca):
 
 def test_empty_requests_give_zero_and_neg_inf(fca, triton_device):
     """No prefix and no suffix: output exactly 0 and LSE -inf (never NaN), in the kernel and the reference."""
-    case = fca.build_case((2, 1), 0, suffix_lens=[0, 9, 0])
+    case = fca.build_case((2, 1), 0, suffix_lens=[0, 9, 0], device=triton_device)
     for split in (1, 2):
         out, lse = forest_cascade_attention(case.q, case.k, case.v, **case.kw, return_lse=True, block_n=16,
                                             num_splits=split)  # fmt: skip
@@ -93,7 +98,11 @@ def test_singleton_groups_with_empty_prefix_equal_plain_paged_decode(fca, triton
         suffix_block_tables=pages,
         suffix_lens=seq_lens.int(),
     )
-    out, lse = forest_cascade_attention(q, k, v, **kw, return_lse=True, block_n=32, num_splits=2)
+    dev = triton_device
+    out, lse = forest_cascade_attention(
+        q.to(dev), k.to(dev), v.to(dev), **on(dev, kw), return_lse=True, block_n=32, num_splits=2
+    )
+    out, lse = out.cpu(), lse.cpu()
     # Plain paged decode, written independently of the forest arguments: one block-table row per request.
     ref = torch.empty(B, Hkv * qpk, D, dtype=torch.float64)
     for r in range(B):
@@ -121,8 +130,10 @@ def test_moving_a_block_from_prefix_to_suffix_changes_nothing(fca, triton_device
     moved["suffix_block_tables"] = torch.cat([last[group_of][:, None], sbt], dim=1)
     moved["suffix_lens"] = case.kw["suffix_lens"] + bs
     kern = dict(block_n=16, num_splits=2)
-    a, lse_a = forest_cascade_attention(case.q, case.k, case.v, **case.kw, return_lse=True, **kern)
-    b, lse_b = forest_cascade_attention(case.q, case.k, case.v, **moved, return_lse=True, **kern)
+    dev = triton_device
+    q, k, v = case.q.to(dev), case.k.to(dev), case.v.to(dev)
+    a, lse_a = (t.cpu() for t in forest_cascade_attention(q, k, v, **on(dev, case.kw), return_lse=True, **kern))
+    b, lse_b = (t.cpu() for t in forest_cascade_attention(q, k, v, **on(dev, moved), return_lse=True, **kern))
     ref_a = forest_cascade_attention_reference(case.q.double(), case.k.double(), case.v.double(), **case.kw)
     ref_b = forest_cascade_attention_reference(case.q.double(), case.k.double(), case.v.double(), **moved)
     # fp64 references: only summation order differs (~1e-15).
@@ -138,7 +149,9 @@ def test_permuting_groups_permutes_outputs(fca, triton_device):
     """Invariance (iii): same groups in another order -> the same rows, bit for bit (programs are independent)."""
     case = fca.build_case((3, 1, 2), 32, seed=8, suffix_max=30)
     kern = dict(block_n=16, num_splits=2)
-    out, lse = forest_cascade_attention(case.q, case.k, case.v, **case.kw, return_lse=True, **kern)
+    dev = triton_device
+    q, k, v = case.q.to(dev), case.k.to(dev), case.v.to(dev)
+    out, lse = (t.cpu() for t in forest_cascade_attention(q, k, v, **on(dev, case.kw), return_lse=True, **kern))
     order = [2, 0, 1]
     gs = case.kw["group_starts"].tolist()
     rows = torch.tensor([r for g in order for r in range(gs[g], gs[g + 1])])
@@ -152,7 +165,9 @@ def test_permuting_groups_permutes_outputs(fca, triton_device):
         suffix_block_tables=case.kw["suffix_block_tables"][rows],
         suffix_lens=case.kw["suffix_lens"][rows],
     )
-    out2, lse2 = forest_cascade_attention(case.q[rows], case.k, case.v, **kw, return_lse=True, **kern)
+    out2, lse2 = (
+        t.cpu() for t in forest_cascade_attention(q[rows.to(dev)], k, v, **on(dev, kw), return_lse=True, **kern)
+    )
     assert torch.equal(out2, out[rows]) and torch.equal(lse2, lse[rows])
 
 
@@ -209,8 +224,12 @@ def test_kernel_on_built_metadata_equals_plain_decode(fca, triton_device, dtype)
     bt, seq_lens, gids, q, k, v = _grpo_batch(g)
     q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
     meta = build_forest_metadata(bt, seq_lens, gids, 16)
-    packed, lse_p = forest_cascade_attention(q[meta.perm], k, v, **meta.attention_kwargs(), return_lse=True,
-                                             block_n=32, num_splits=2)  # fmt: skip
+    dev = triton_device
+    packed, lse_p = forest_cascade_attention(
+        q[meta.perm].to(dev), k.to(dev), v.to(dev), **on(dev, meta.attention_kwargs()), return_lse=True,
+        block_n=32, num_splits=2,
+    )  # fmt: skip
+    packed, lse_p = packed.cpu(), lse_p.cpu()
     out = torch.empty_like(packed)
     out[meta.perm] = packed
     # The same batch as plain paged decode: singleton groups, prefix 0, the original block tables as suffixes.
@@ -269,22 +288,23 @@ def test_merge_attn_states_both_empty_and_dtypes():
 
 
 def test_kernel_argument_checks(fca, triton_device):
-    case = fca.build_case((2,), 16, suffix_max=8)
+    dev = triton_device
+    case = fca.build_case((2,), 16, suffix_max=8, device=dev)
     kw = case.kw
     with pytest.raises(ValueError, match="BLOCK_N >= 16"):
         forest_cascade_attention(case.q, case.k, case.v, **kw, block_n=8)
-    small = fca.build_case((2,), 16, suffix_max=8, D=8)
+    small = fca.build_case((2,), 16, suffix_max=8, D=8, device=dev)
     with pytest.raises(ValueError, match="D >= 16"):
         forest_cascade_attention(small.q, small.k, small.v, **small.kw)
-    odd = fca.build_case((2,), 16, suffix_max=8, D=48)
+    odd = fca.build_case((2,), 16, suffix_max=8, D=48, device=dev)
     with pytest.raises(ValueError, match="power of two"):
         forest_cascade_attention(odd.q, odd.k, odd.v, **odd.kw)
-    bad = dict(kw, group_starts=torch.tensor([0, 1], dtype=torch.int32))
+    bad = dict(kw, group_starts=torch.tensor([0, 1], dtype=torch.int32, device=dev))
     with pytest.raises(ValueError, match="group_starts"):
         forest_cascade_attention(case.q, case.k, case.v, **bad)
     with pytest.raises(ValueError, match="group_starts"):
         forest_cascade_attention_reference(case.q, case.k, case.v, **bad)
-    too_long = dict(kw, prefix_lens=torch.tensor([10_000], dtype=torch.int32))
+    too_long = dict(kw, prefix_lens=torch.tensor([10_000], dtype=torch.int32, device=dev))
     with pytest.raises(ValueError, match="prefix_lens must lie"):
         forest_cascade_attention(case.q, case.k, case.v, **too_long)
     with pytest.raises(ValueError, match="multiple of Hkv"):
