@@ -247,3 +247,12 @@ def test_no_fields_and_all_empty_rows():
     out = densify_vectorized(empty, empty, max_prompt_len=3, max_response_len=2, pad_token_id=9)
     assert_same(out, densify_reference(empty, empty, max_prompt_len=3, max_response_len=2, pad_token_id=9))
     assert out["input_ids"].eq(9).all() and out["attention_mask"].eq(0).all() and out["position_ids"].eq(0).all()
+
+
+@pytest.mark.parametrize("path", ["vectorized", "triton"])
+@pytest.mark.parametrize("P,R", [(0, 5), (6, 0)], ids=["no-prompt-width", "no-response-width"])
+def test_zero_width_side(path, P, R, triton_device_or_cpu):
+    device = triton_device_or_cpu(path if path == "triton" else "cpu")
+    prompts, responses, fields = random_batch(12, 6, P, R, device=device)
+    kw = dict(max_prompt_len=P, max_response_len=R, pad_token_id=4, fields=fields)
+    assert_same(PATHS[path](prompts, responses, **kw), densify_reference(prompts, responses, **kw))
