@@ -8,6 +8,7 @@ import csv
 import os
 import re
 import statistics
+import textwrap
 import time
 from pathlib import Path
 
@@ -62,7 +63,8 @@ def bar_png(path: Path, labels: list[str], values: list[float], *, ylabel: str, 
     bars = ax.bar(labels, values, color="#4477aa")
     ax.bar_label(bars, fmt="%.3g")
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9)
+    wrapped = "\n".join(textwrap.fill(line, 120) for line in title.splitlines())
+    ax.set_title(wrapped, fontsize=8)
     ax.tick_params(axis="x", labelrotation=20, labelsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
