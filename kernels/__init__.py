@@ -15,4 +15,45 @@
 """arctic_platform.kernels: Triton kernels with torch references (installed from the repo's kernels/ folder).
 
 Never importable as a top-level ``kernels`` (Hugging Face's ``kernels`` distribution owns that name).
+
+Public names load lazily (PEP 562), so ``import arctic_platform.kernels`` imports neither torch nor triton:
+
+* :mod:`.densify`: ``densify_reference``, ``densify_vectorized``, ``densify_triton`` here; the dispatcher itself is
+  ``from arctic_platform.kernels.densify import densify``. It is deliberately not re-exported: importing the
+  submodule rebinds the package attribute ``densify`` to the module, so a package-level function of the same name
+  would silently turn into a module depending on import order.
+* :mod:`.cascade`: ``forest_cascade_attention``, ``forest_cascade_attention_reference``, ``build_forest_metadata``,
+  ``merge_attn_states``, ``fca_engine_overrides``, ``ForestMetadata``.
+
+Triton chooses between compiler and interpreter when a kernel module is first imported (``TRITON_INTERPRET``), so
+set ``TRITON_INTERPRET=1`` before the first access to a kernel to run the Triton paths on CPU.
 """
+
+import importlib
+
+_EXPORTS = {
+    "densify_reference": "densify",
+    "densify_vectorized": "densify",
+    "densify_triton": "densify",
+    "forest_cascade_attention": "cascade",
+    "forest_cascade_attention_reference": "cascade",
+    "build_forest_metadata": "cascade",
+    "merge_attn_states": "cascade",
+    "fca_engine_overrides": "cascade",
+    "ForestMetadata": "cascade",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):  # PEP 562: import the op module on first use
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
