@@ -160,6 +160,10 @@ def encode(tree: Any) -> bytes:
         chunks.append(_as_bytes(t))
     hjson = json.dumps(header, separators=(",", ":")).encode()
     hjson += b" " * (-len(hjson) % 8)
+    if len(hjson) & 0xFF == 0x80:
+        # The first frame byte is the low byte of the header length; 0x80 there would read as a pickle prefix,
+        # which decode() refuses. Eight more spaces keep every frame we produce distinguishable from pickle.
+        hjson += b" " * 8
     return b"".join([struct.pack("<Q", len(hjson)), hjson, *chunks])
 
 

@@ -188,3 +188,15 @@ def test_size_limits():
     with pytest.raises(wire.WireError, match="header length"):
         wire.decode(frame, max_header_bytes=16)
     assert wire.decode(frame, max_body_bytes=len(frame))["x"].shape == (1000,)
+
+
+def test_every_header_length_round_trips_and_never_starts_like_pickle():
+    """The first byte is the header length's low byte: a length of 128 mod 256 used to look like a pickle prefix."""
+    seen_low_bytes = set()
+    for n in range(0, 400):
+        tree = {"k" * n: torch.zeros(1)}  # header length grows with the key
+        frame = wire.encode(tree)
+        seen_low_bytes.add(frame[0])
+        assert frame[0] != 0x80
+        assert torch.equal(wire.decode(frame)["k" * n], torch.zeros(1))
+    assert len(seen_low_bytes) >= 30  # the loop really swept across header lengths

@@ -25,7 +25,7 @@ state = {
     "replica": "arctic" in RolloutReplicaRegistry._registry,
     "lazy_worker": "arctic_platform.integrations.verl.v1.worker" not in sys.modules,
     "lazy_replica": "arctic_platform.integrations.verl.v1.replica" not in sys.modules,
-    "no_httpx": "httpx" not in sys.modules,
+    "no_client": "arctic_platform.client" not in sys.modules and "arctic_platform.server" not in sys.modules,
 }
 import importlib
 importlib.import_module("arctic_platform.integrations.verl.register")  # again: harmless
@@ -47,7 +47,7 @@ def test_plain_import_verl_registers_arctic():
     state = _probe(VERL_USE_EXTERNAL_PLUGINS="auto")
     assert "arctic" in state["backends"] and state["backend_cls"] == "ArcticRemoteBackend"
     assert state["worker_loader"] and state["replica"]
-    assert state["lazy_worker"] and state["lazy_replica"] and state["no_httpx"]
+    assert state["lazy_worker"] and state["lazy_replica"] and state["no_client"]
     assert state["worker"] == "ArcticV1ActorRolloutRefWorker"
     assert state["replica_cls"] == "ArcticV1Replica"
 
