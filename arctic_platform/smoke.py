@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-learning-check", action="store_true", help="skip only the reward-rise check")
     parser.add_argument("--batch", type=int, default=8, help="prompts per step")
     parser.add_argument("--n", type=int, default=8, help="samples per prompt (GRPO group size, >= 4)")
-    parser.add_argument("--lr", type=float, default=2e-3, help="actor learning rate")
+    parser.add_argument("--lr", type=float, default=5e-3, help="actor learning rate")
     parser.add_argument("--poll-interval", type=float, default=0.1, help="trainer.v1.sampler.poll_interval")
     parser.add_argument("--num-cpus", type=int, default=8, help="Ray logical CPUs (accounting only)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds before the run is killed")
@@ -124,8 +124,23 @@ def step_line(step: int, m: dict) -> str:
         f"step {step:3d}  reward {m.get(REWARD, float('nan')):.3f}  pg_loss {m.get('actor/pg_loss', float('nan')):+.4f}"
         f"  grad_norm {m.get('actor/grad_norm', float('nan')):.3f}  policy_version {policy_version(m)}"
         f"  gen {t['gen']:.2f}s  update_actor {t['update_actor']:.2f}s  update_weights {t['update_weights']:.2f}s"
-        f"  step {t['step']:.2f}s"
+        f"  step {t['step']:.2f}s  backend {m.get('actor/backend_compute_s', float('nan')):.2f}s"
     )
+
+
+def breakdown(steps: dict[int, dict]) -> str:
+    """Mean seconds per phase over the steady steps (2..N) and the share of a step outside backend compute."""
+    steady = [m for s, m in sorted(steps.items()) if s > 1] or list(steps.values())
+    if not steady:
+        return "no steps"
+
+    def mean(key):
+        vals = [m[key] for m in steady if key in m]
+        return sum(vals) / len(vals) if vals else float("nan")
+
+    parts = "  ".join(f"{k} {mean('timing_s/' + k):.3f}s" for k in TIMINGS)
+    step, backend = mean("timing_s/step"), mean("actor/backend_compute_s")
+    return f"{parts}  backend_compute {backend:.3f}s  outside_backend {(step - backend) / step:.0%} of a step"
 
 
 def policy_version(m: dict):
@@ -250,18 +265,31 @@ def run(args) -> int:
         print(f"{tail}smoke: FAILED: main_ppo exited with {proc.returncode} (log {out / 'main_ppo.log'})", file=sys.stderr)
         return 1
     problems = check_run(steps, args.steps)
+    final_version = final_policy_version(out / "arctic_server.log")
+    if str(final_version) != str(args.steps):
+        problems.append(f"the sampler ended at policy version {final_version}, expected {args.steps} (one sync per step)")
     rewards = [steps[s][REWARD] for s in sorted(steps) if REWARD in steps[s]]
     first, last = _mean(rewards[:WINDOW]), _mean(rewards[-WINDOW:])
-    final_version = policy_version(steps[max(steps)]) if steps else "?"
     print(
         f"smoke: {len(steps)} steps, reward {first:.3f} -> {last:.3f}, policy_version {final_version}, {wall:.0f} s",
         flush=True,
     )
     if not args.no_learning_check and not (last - first >= LEARNING_MARGIN):
         problems.append(f"reward rose by {last - first:.3f} (< {LEARNING_MARGIN}): the model did not learn")
+    print(f"smoke: per-step mean (steps 2..{max(steps) if steps else 0}): {breakdown(steps)}", flush=True)
     for p in problems:
         print(f"smoke: FAILED: {p}", file=sys.stderr)
     return 1 if problems else 0
+
+
+def final_policy_version(server_log: Path):
+    """The sampler's policy version after the run's last weight sync, as the embedded server logged it."""
+    version = "?"
+    if server_log.exists():
+        for line in server_log.read_text(errors="replace").splitlines():
+            if "weight-sync:" in line and "policy_version" in line:
+                version = line.rsplit("policy_version", 1)[1].strip()
+    return version
 
 
 def _mean(xs: list[float]) -> float:

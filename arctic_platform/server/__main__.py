@@ -117,6 +117,7 @@ def run(args) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("arctic_platform.server.events").setLevel(logging.INFO)
     token = args.token or os.environ.get(args.token_env) or None
     if not _is_loopback(args.host) and not token:
         print(

@@ -46,6 +46,8 @@ from .engines import GenerateItem, RequestError, SamplingEngine, weight_norm
 from .jobs import Job, JobConfig, JobRegistry, ServerLimits, _one_line
 
 logger = logging.getLogger("arctic_platform.server")
+# Lifecycle events (weight syncs, checkpoints) are logged at INFO even when the server is not --verbose.
+events = logging.getLogger("arctic_platform.server.events")
 
 OCTET = wire.CONTENT_TYPE
 LEGACY_PATHS = {
@@ -234,7 +236,11 @@ def _locked(job: Job, fn, timeout: float, *more: Job):
             held.append(j)
             if j.status != "running" or j.engine is None:
                 raise RequestError(f"job {j.job_id} is {j.status}" + (f": {j.reason}" if j.reason else ""), 409)
-        return fn()
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            job.compute_s += time.perf_counter() - t0
     finally:
         for j in reversed(held):
             j.lock.release()
@@ -634,6 +640,9 @@ def create_app(settings: ServerSettings) -> Any:
             return version
 
         version = await _thread(_locked, train, do, timeout, *targets)
+        events.info(
+            "weight-sync: training job %s -> jobs %s, policy_version %s", train.job_id, [t.job_id for t in targets], version
+        )
         return {
             "job_id": train.job_id,
             "status": "ok",

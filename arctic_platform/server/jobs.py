@@ -154,6 +154,8 @@ class Job:
     device: str = "cpu"
     dtype: str = "float32"
     batcher: Any = None
+    compute_s: float = 0.0
+    """Seconds of engine work done for this job (measured under its lock; weight syncs count on the source)."""
 
     def set(self, status: str, reason: str = "") -> None:
         self.status, self.reason, self.updated_at = status, reason, time.time()
@@ -168,6 +170,7 @@ class Job:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "engine": "torch",
+            "compute_s": self.compute_s,
             "device": self.device,
             "dtype": self.dtype,
             "checkpoint_path": str(self.checkpoint_root) if self.checkpoint_root else None,

@@ -328,9 +328,22 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             metrics["lr"] = [float(step_metrics.get("last_lr", step_metrics.get("lr", 0.0)))]
             tokens.extend(_nested_lengths(mini_batch["input_ids"])[rows].tolist())
         metrics["mfu"] = [self._mfu(tokens, time.perf_counter() - t0)]
+        compute_s = await self._backend_compute_s(client)
+        if compute_s is not None:  # engine seconds since the previous update (generate, log-probs, update, sync)
+            metrics["backend_compute_s"] = [compute_s]
         if self.policy_version is not None:  # the version that produced this batch's rollouts (sync training)
             metrics["policy_version"] = [self.policy_version]
         return tu.get_tensordict(tensor_dict={}, non_tensor_dict={"metrics": normalize_backend_metrics(metrics)})
+
+    async def _backend_compute_s(self, client) -> Optional[float]:
+        """Delta of the backend's engine seconds (all jobs) since the last call; None if it does not report them."""
+        try:
+            jobs = (await client.status()).get("jobs", {}).values()
+            total = sum(float(j["compute_s"]) for j in jobs if "compute_s" in j)
+        except Exception:  # noqa: BLE001 - a metric, never a reason to fail the update
+            return None
+        previous, self._compute_total = getattr(self, "_compute_total", None), total
+        return total if previous is None else total - previous
 
     def _mfu(self, tokens: list[int], seconds: float) -> float:
         """Model FLOPs utilisation of the backend's training GPUs; 0 on a CPU backend (no peak to compare with)."""
