@@ -517,6 +517,7 @@ def create_app(settings: ServerSettings) -> Any:
             job.batcher.close()
             job.batcher = None
         await _thread(registry.destroy, job, "destroyed by a client")
+        events.info("destroy: %s job %s destroyed by a client", job.job_type, job_id)
         return {"job_id": job_id, "status": job.status}
 
     # ---- training ----

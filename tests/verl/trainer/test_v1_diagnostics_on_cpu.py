@@ -122,3 +122,19 @@ def test_agent_loop_error_description_and_lookup():
     }
     assert first_agent_loop_error(tags) == f"{err} (uid=u2)"
     assert first_agent_loop_error({"u0": tags["u0"]}) is None
+
+
+def test_ray_task_errors_are_unwrapped_to_their_cause():
+    import ray
+
+    @ray.remote
+    def boom():
+        raise ValueError("top_p must be <= 1")
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        with pytest.raises(ray.exceptions.RayTaskError) as exc:
+            ray.get(boom.remote())
+    finally:
+        ray.shutdown()
+    assert describe_agent_loop_error(exc.value) == "ValueError: top_p must be <= 1"

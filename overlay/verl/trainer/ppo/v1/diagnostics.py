@@ -82,7 +82,15 @@ def check_ray_cpus_for_transfer_queue(config: DictConfig, available_cpus: Option
 
 
 def describe_agent_loop_error(error: BaseException) -> str:
-    """``"<Type>: <message>"``, one line, bounded, for a TransferQueue tag."""
+    """``"<Type>: <message>"``, one line, bounded, for a TransferQueue tag.
+
+    A Ray task error is unwrapped to the exception raised inside the remote call (its ``cause``), whose message is
+    what names the problem; the Ray wrapper's text starts with a traceback.
+    """
+    seen = set()
+    while isinstance(getattr(error, "cause", None), BaseException) and id(error) not in seen:
+        seen.add(id(error))
+        error = error.cause
     text = " ".join(f"{type(error).__name__}: {error}".split())
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
 
