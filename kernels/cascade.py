@@ -544,6 +544,8 @@ def forest_cascade_attention(
         what="forest_cascade_attention",
     )  # fmt: skip
     interpreted = is_interpreted(_fca_fwd_kernel)
+    if q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise TypeError(f"forest_cascade_attention supports float32, bfloat16 and float16, got {q.dtype}")
     if c.D & (c.D - 1):
         raise ValueError(f"head_dim must be a power of two, got {c.D}")
     qpk = c.Hq // c.Hkv

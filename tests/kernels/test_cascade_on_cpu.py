@@ -307,6 +307,8 @@ def test_kernel_argument_checks(fca, triton_device):
     too_long = dict(kw, prefix_lens=torch.tensor([10_000], dtype=torch.int32, device=dev))
     with pytest.raises(ValueError, match="prefix_lens must lie"):
         forest_cascade_attention(case.q, case.k, case.v, **too_long)
+    with pytest.raises(TypeError, match="float32, bfloat16 and float16"):
+        forest_cascade_attention(case.q.double(), case.k.double(), case.v.double(), **kw)
     with pytest.raises(ValueError, match="multiple of Hkv"):
         forest_cascade_attention_reference(case.q[:, :7], case.k, case.v, **kw)
 
