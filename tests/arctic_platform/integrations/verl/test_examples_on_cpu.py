@@ -1,0 +1,98 @@
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The shipped launchers: the H200 GSM8K launcher's --dry-run composes a valid config, prepare-gsm8k writes rows
+verl's own dataset class loads, and the smoke task's reward gives partial credit."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = os.path.dirname(sys.executable)
+CLI = os.path.join(BIN, "arctic-verl")
+GSM8K = [
+    {"question": "Tom has 3 apples and buys 4 more. How many apples does he have?", "answer": "3+4=7\n#### 7"},
+    {"question": "What is 10 times 120?", "answer": "10*120=1200\n#### 1,200"},
+    {"question": "Half of 9?", "answer": "9/2=4.5\n#### 4.5"},
+]
+
+
+@pytest.fixture(scope="module")
+def gsm8k_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gsm8k")
+    for split in ("train", "test"):
+        (root / f"gsm8k_{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in GSM8K))
+    out = root / "prepared"
+    r = subprocess.run(
+        [CLI, "prepare-gsm8k", "--input", str(root / "gsm8k_train.jsonl"), "--input", str(root / "gsm8k_test.jsonl"),
+         "--out", str(out)], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_prepare_gsm8k_rows_load_in_verls_dataset(gsm8k_dir, tiny_model):
+    import pandas as pd
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    frame = pd.read_parquet(gsm8k_dir / "train.parquet")
+    assert list(frame["reward_model"].map(lambda r: r["ground_truth"])) == ["7", "1200", "4.5"]
+    assert set(frame["data_source"]) == {"openai/gsm8k"}
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    config = OmegaConf.create({"max_prompt_length": 512, "prompt_key": "prompt", "filter_overlong_prompts": False})
+    dataset = RLHFDataset(data_files=[str(gsm8k_dir / "train.parquet")], tokenizer=tokenizer, config=config)
+    assert len(dataset) == 3
+    item = dataset[0]
+    assert item["data_source"] == "openai/gsm8k" and item["reward_model"]["ground_truth"] == "7"
+
+
+def test_prepare_gsm8k_refuses_rows_without_a_final_answer(tmp_path):
+    bad = tmp_path / "train.jsonl"
+    bad.write_text(json.dumps({"question": "q", "answer": "no final answer"}) + "\n")
+    r = subprocess.run([CLI, "prepare-gsm8k", "--input", str(bad), "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode != 0 and "no '#### <number>' final answer" in r.stderr
+
+
+def _launcher(env, *args):
+    path = subprocess.run([CLI, "launcher", "gsm8k-h200"], capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(path).is_file() and path.endswith("run_gsm8k_grpo_arl_v1.sh")
+    full_env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "EXTRA_ENV_CHECK": "0", **env}
+    return subprocess.run(["bash", path, *args], capture_output=True, text=True, timeout=300, env=full_env)
+
+
+def test_h200_launcher_dry_run_composes_a_valid_config(gsm8k_dir, tiny_model):
+    r = _launcher({"MODEL_PATH": str(tiny_model), "DATA_DIR": str(gsm8k_dir), "ZORRO": "1"}, "--dry-run")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "compose_check: OK" in r.stdout
+    assert "trainer_mode: remote_backend" in r.stdout and "remote_backend: arctic" in r.stdout
+    assert f"train_files: {gsm8k_dir}/train.parquet" in r.stdout
+
+
+def test_h200_launcher_missing_env_is_a_clear_error(gsm8k_dir):
+    r = _launcher({"DATA_DIR": str(gsm8k_dir), "MODEL_PATH": ""}, "--dry-run")
+    assert r.returncode == 2 and "MODEL_PATH is not set" in r.stderr
+
+
+def test_h200_launcher_dry_run_reports_an_invalid_config(gsm8k_dir, tiny_model):
+    env = {"MODEL_PATH": str(tiny_model), "DATA_DIR": str(gsm8k_dir)}
+    r = _launcher(env, "--dry-run", "actor_rollout_ref.rollout.tensor_model_parallel_size=2")
+    assert r.returncode == 1 and "leaves zero rollout replicas" in r.stderr
+
+
+def test_digit_task_reward_gives_partial_credit():
+    from arctic_platform.integrations.verl.examples.digit_task import compute_score, make_rows
+
+    assert compute_score("s", "7777", "7") == 1.0
+    assert compute_score("s", "1234", "7") == 0.5
+    assert compute_score("s", "abcd", "7") == 0.0
+    assert compute_score("s", "7 a", "7") == pytest.approx(0.5)
+    assert compute_score("s", "", "7") == 0.0
+    rows = make_rows(4, "train", seed=0)
+    assert rows[0]["prompt"][0]["content"].startswith("Repeat the digit: ")
