@@ -16,6 +16,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Triton picks compiler or interpreter when a @triton.jit function is defined (at import of a kernel module), so the
+# choice must be made before any test module is collected: the interpreter on CPU-only hosts, unless set explicitly.
+if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 PORT_BASE = int(os.environ.get("ARCTIC_TEST_PORT_BASE", "20000"))
 PORTS_PER_WORKER = 8
 

@@ -35,11 +35,27 @@ def test_plain_trainer_remote_backend_override_composes(compose):
     assert cfg.trainer.remote_backend == "foo"
 
 
-def test_choice_without_searchpath_fails(compose):
-    from hydra.errors import ConfigCompositionException, MissingConfigException
+def test_choice_without_any_plugin_group_fails(verl_config_dir):
+    """With no plugin contributing a remote_backend group (entry points off), the choice cannot compose."""
+    code = (
+        "from hydra import compose, initialize_config_dir\n"
+        f"with initialize_config_dir(config_dir={verl_config_dir!r}, version_base=None):\n"
+        "    compose('ppo_trainer', overrides=['remote_backend=dummy'])\n"
+    )
+    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none"}
+    r = subprocess.run([sys.executable, "-c", "import verl\n" + code], capture_output=True, text=True, env=env)
+    assert r.returncode != 0 and "Could not override 'remote_backend'" in r.stderr
 
-    with pytest.raises((ConfigCompositionException, MissingConfigException)):
-        compose(["remote_backend=surely_not_installed"])
+
+def test_unknown_choice_is_caught_by_the_registry(compose, monkeypatch):
+    """The group is optional, so an unknown option composes to nothing; the registry then names the problem."""
+    from verl.remote_backend import RemoteBackendRegistry
+
+    cfg = compose(["remote_backend=surely_not_installed"], return_hydra_config=True)
+    assert "remote_backend" not in cfg
+    assert cfg.hydra.runtime.choices["remote_backend"] == "surely_not_installed"
+    with pytest.raises(KeyError, match="Unknown remote backend 'surely_not_installed'"):
+        RemoteBackendRegistry.get("surely_not_installed")
 
 
 def test_choice_loads_plugin_group(compose, plugin_conf_dir):
