@@ -560,6 +560,7 @@ def create_app(settings: ServerSettings) -> Any:
         out = await _thread(
             _locked, job, lambda: job.engine.save(root, req.step, req.save_total_limit, req.export_hf), timeout
         )
+        events.info("save: training job %s -> %s (global_step %s)", job.job_id, out.get("path"), out.get("global_step"))
         return {"job_id": job.job_id, **out}
 
     @app.post("/load-checkpoint")
@@ -568,6 +569,7 @@ def create_app(settings: ServerSettings) -> Any:
         req = _model(LoadCheckpointRequest, await _json_body(request))
         target = _resolve_checkpoint(job, req.path, req.step)
         out = await _thread(_locked, job, lambda: job.engine.load(target), timeout)
+        events.info("load-checkpoint: training job %s <- %s (global_step %s)", job.job_id, out.get("path"), out.get("global_step"))
         return {"job_id": job.job_id, **out}
 
     # ---- sampling ----

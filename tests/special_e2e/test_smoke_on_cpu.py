@@ -83,3 +83,48 @@ def test_backend_destroyed_when_the_run_fails_after_init(tmp_path):
     server_log = (out / "arctic_server.log").read_text()
     destroyed = {line.split("destroy: ", 1)[1].split()[0] for line in server_log.splitlines() if "destroy: " in line}
     assert destroyed == {"training", "sampling", "log_prob"}, server_log[-2000:]
+
+
+def test_validation_checkpoint_and_resume(tmp_path):
+    """save_freq writes backend checkpoints under verl's step folder; resume_mode=auto loads them on the server
+    and the run continues with the right policy version; validation keeps rollout tags on the synced version."""
+    import argparse
+
+    from arctic_platform import fixtures, smoke
+    from arctic_platform.integrations.verl.examples import digit_task
+
+    out = tmp_path / "resume"
+    out.mkdir()
+    model = fixtures.make_tiny_model(out / "model", seed=0)
+    train, val = digit_task.write_dataset(out / "data", n_val=4)
+
+    def run(steps: int, *extra: str):
+        args = argparse.Namespace(
+            batch=4, n=4, lr=5e-3, poll_interval=0.1, num_cpus=8, seed=0, steps=steps,
+            overrides=["trainer.save_freq=2", "trainer.resume_mode=auto", *extra],
+        )  # fmt: skip
+        metrics = out / f"metrics-{steps}.jsonl"
+        env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics), "HYDRA_FULL_ERROR": "1"}
+        r = subprocess.run(
+            smoke.main_ppo_command(out, model, train, val, args),
+            capture_output=True, text=True, timeout=900, env=env, cwd=out,
+        )  # fmt: skip
+        assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+        return smoke.read_steps(metrics), r.stdout + r.stderr
+
+    steps, _ = run(2, "trainer.val_before_train=true", "trainer.test_freq=2")
+    assert sorted(steps) == [0, 1, 2] or sorted(steps) == [1, 2]  # step 0 carries the initial validation
+    assert any(k.startswith("val-core/") for k in steps[2])
+    assert steps[2]["training/off_policy/trajectory_staleness_worst/max"] == 0
+    ckpt = out / "checkpoints" / "global_step_2"
+    assert (ckpt / "data.pt").exists()
+    actor = ckpt / "actor"
+    assert (actor / "latest").exists() and any(actor.glob("checkpoint-2*"))
+
+    steps, log = run(3)
+    assert "Resuming from" in log and "global_step_2" in log
+    assert sorted(steps) == [3]
+    assert steps[3]["actor/policy_version"] == 2  # on_init_end synced the resumed weights as version 2
+    assert steps[3]["training/off_policy/trajectory_staleness_worst/max"] == 0
+    server_log = (out / "arctic_server.log").read_text()
+    assert "load-checkpoint: training job" in server_log and "(global_step 2)" in server_log
