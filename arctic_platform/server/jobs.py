@@ -178,6 +178,8 @@ class Job:
             "cuda_ipc": self.config.cuda_ipc,
             "low_memory": self.config.low_memory,
         }
+        if str(self.device).startswith("cuda") and torch_cuda_available():
+            d["device_name"] = torch_cuda_device_name(self.device)
         eng = self.engine
         if self.job_type == "training" and eng is not None:
             d["global_steps"] = eng.global_steps
@@ -382,3 +384,16 @@ class JobRegistry:
 def _one_line(e: BaseException) -> str:
     text = " ".join(str(e).split())
     return f"{type(e).__name__}: {text}"[:2000]
+
+
+def torch_cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def torch_cuda_device_name(device: str) -> str:
+    """GPU model name of ``device`` (e.g. "NVIDIA H200"), used by clients for MFU."""
+    import torch
+
+    return torch.cuda.get_device_name(torch.device(device))

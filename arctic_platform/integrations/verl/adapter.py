@@ -237,12 +237,15 @@ class ArcticRemoteBackend(RemoteBackend):
         try:
             client.start()
             handle = dict(client.reconnect_handle())
-            device = str(client.status().get("device", opts.device))
+            training = client.job_info(client.training_job_id)
         except BaseException:
             client.close()
             raise
+        on_gpu = str(training.get("device", "cpu")).startswith("cuda")
         gpus = client_config.training_gpus + client_config.sampling_gpus + client_config.log_prob_gpus
-        handle["num_gpus"] = gpus if device.startswith("cuda") else 0
+        handle["num_gpus"] = gpus if on_gpu else 0
+        handle["training_gpus"] = client_config.training_gpus if on_gpu else 0
+        handle["device_name"] = training.get("device_name", "")
         logger.info(f"arctic backend ready: {client!r}")
         return cls(main_config, handle, owner_client=client)
 

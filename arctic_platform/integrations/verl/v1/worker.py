@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from typing import Any, Optional
 
@@ -346,15 +347,20 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         return total if previous is None else total - previous
 
     def _mfu(self, tokens: list[int], seconds: float) -> float:
-        """Model FLOPs utilisation of the backend's training GPUs; 0 on a CPU backend (no peak to compare with)."""
-        gpus = self.backend.num_gpus()
+        """Model FLOPs utilisation of the backend's training GPUs; 0 on a CPU backend (no peak to compare with).
+
+        verl's FlopsCounter counts forward + backward (6 N per token + attention) in TFLOPS; the peak comes from the
+        training job's GPU model name.
+        """
+        handle = self.backend.reconnect_handle()
+        gpus = int(handle.get("training_gpus", 0))
         if not tokens or seconds <= 0 or gpus == 0 or self._flops_counter is None:
             return 0.0
         from verl.utils.flops_counter import get_device_flops
 
         achieved, _ = self._flops_counter.estimate_flops(tokens, seconds)
-        peak = get_device_flops(device_name=str(self.backend.reconnect_handle().get("device_name", "")))
-        return float(achieved * 3 / (peak * gpus)) if peak not in (0, float("inf")) else 0.0  # fwd + bwd = 3x fwd
+        peak = get_device_flops(device_name=str(handle.get("device_name", "")))
+        return float(achieved / (peak * gpus)) if peak not in (0, float("inf")) else 0.0
 
     # ------------------------------------------------------------------ weights and checkpoints
 
@@ -375,7 +381,14 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         """Model + optimizer + scheduler + policy version, saved by the backend under ``local_path``."""
         if hdfs_path:
             raise ValueError("the arctic backend saves on its own filesystem; trainer.default_hdfs_dir is unsupported")
-        return await self.backend.save_checkpoint(path=local_path, step=int(global_step), save_total_limit=None)
+        reply = await self.backend.save_checkpoint(path=local_path, step=int(global_step), save_total_limit=None)
+        # verl's max_actor_ckpt_to_keep: drop this process's oldest saves (each lives in its own global_step folder)
+        self._saved = [p for p in getattr(self, "_saved", []) if p != local_path] + [local_path]
+        if max_ckpt_to_keep and len(self._saved) > max_ckpt_to_keep:
+            for old in self._saved[: -int(max_ckpt_to_keep)]:
+                shutil.rmtree(old, ignore_errors=True)
+            self._saved = self._saved[-int(max_ckpt_to_keep) :]
+        return reply
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     async def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False):
