@@ -61,3 +61,20 @@ def repo_root() -> Path:
 @pytest.fixture(scope="session")
 def python_exe() -> str:
     return sys.executable
+
+
+@pytest.fixture(scope="module")
+def ray_cpu():
+    """A local CPU-only Ray instance for one test module (logical CPUs are accounting only); ray imported lazily."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(
+        num_cpus=8,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}},
+    )
+    yield ray
+    ray.shutdown()

@@ -3,7 +3,6 @@
 """Fixtures for the arctic verl plugin: a tiny model, verl's real config with remote_backend=arctic, a real
 embedded Arctic RL server started by the plugin's own adapter, and a real CPU-only Ray worker group."""
 
-import os
 from pathlib import Path
 
 import pytest
@@ -77,23 +76,6 @@ def arctic_backend(arctic_cfg):
     backend = ArcticRemoteBackend.from_config(arctic_cfg)
     yield backend
     backend.destroy()
-
-
-@pytest.fixture(scope="module")
-def ray_cpu():
-    import ray
-
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(
-        num_cpus=8,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}},
-        _temp_dir=os.environ.get("ARCTIC_RAY_TMPDIR"),
-    )
-    yield ray
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
