@@ -330,8 +330,6 @@ def parse_patch(path: Path) -> Patch:
     while i < len(lines):
         line = lines[i]
         if line.startswith(("diff --git ", "index ", "Index: ", "====")):
-            if line.startswith(("new file mode", "deleted file mode")):
-                raise BuildError(f"patch {name}: creates or deletes a file; new files belong in overlay/")
             i += 1
             continue
         if line.startswith(("new file mode", "deleted file mode", "rename from", "rename to", "similarity index")):
