@@ -36,7 +36,9 @@ if not info_path.is_file():
 info = json.loads(info_path.read_text())
 stamp = arctic_build.input_stamp(arctic_build.PATCHES_ROOT / info["patch_folder"])
 if info["input_stamp"] != stamp:
-    sys.exit("setup.py: build/src is stale (patches, overlay or shipped code changed since it was prepared); run ./build.sh")
+    sys.exit(
+        "setup.py: build/src is stale (patches, overlay or shipped code changed since it was prepared); run ./build.sh"
+    )
 
 # Data files shipped with each package tree (everything that is not Python source).
 DATA_SUFFIXES = (".yaml", ".yml", ".json", ".sh", ".jinja", ".txt", ".typed", ".md")

@@ -14,7 +14,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """``arctic-verl launcher NAME``: print the path of a launcher script shipped in the wheel.
 
-    bash $(arctic-verl launcher gsm8k-h200) --dry-run
+bash $(arctic-verl launcher gsm8k-h200) --dry-run
 """
 
 from __future__ import annotations

@@ -262,12 +262,16 @@ def run(args) -> int:
     wall = time.time() - t0
     if proc.returncode != 0:
         tail = "".join((out / "main_ppo.log").read_text().splitlines(keepends=True)[-25:]) if not args.verbose else ""
-        print(f"{tail}smoke: FAILED: main_ppo exited with {proc.returncode} (log {out / 'main_ppo.log'})", file=sys.stderr)
+        print(
+            f"{tail}smoke: FAILED: main_ppo exited with {proc.returncode} (log {out / 'main_ppo.log'})", file=sys.stderr
+        )
         return 1
     problems = check_run(steps, args.steps)
     final_version = final_policy_version(out / "arctic_server.log")
     if str(final_version) != str(args.steps):
-        problems.append(f"the sampler ended at policy version {final_version}, expected {args.steps} (one sync per step)")
+        problems.append(
+            f"the sampler ended at policy version {final_version}, expected {args.steps} (one sync per step)"
+        )
     rewards = [steps[s][REWARD] for s in sorted(steps) if REWARD in steps[s]]
     first, last = _mean(rewards[:WINDOW]), _mean(rewards[-WINDOW:])
     print(

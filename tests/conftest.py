@@ -38,7 +38,9 @@ def pytest_sessionstart(session):
             raise pytest.UsageError(f"{name} is not installed: run ./build.sh test (tests run against the built wheel)")
         origin = Path(spec.origin or next(iter(spec.submodule_search_locations))).resolve()
         if REPO in origin.parents and ".venv" not in origin.parts:
-            raise pytest.UsageError(f"{name} resolves to the source tree ({origin}); tests must import the installed wheel")
+            raise pytest.UsageError(
+                f"{name} resolves to the source tree ({origin}); tests must import the installed wheel"
+            )
 
 
 def worker_index() -> int:

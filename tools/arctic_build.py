@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import hashlib
-import io
 import json
 import os
 import re
@@ -49,7 +48,15 @@ REPO = Path(__file__).resolve().parent.parent
 PATCHES_ROOT = REPO / "patches"
 OVERLAY_ROOT = REPO / "overlay"
 # Everything that ships besides the patched verl tree. Changing any of these bumps N.
-SHIPPED_PATHS = ("patches", "overlay", "arctic_platform", "kernels", "setup.py", "pyproject.toml", "tools/arctic_build.py")
+SHIPPED_PATHS = (
+    "patches",
+    "overlay",
+    "arctic_platform",
+    "kernels",
+    "setup.py",
+    "pyproject.toml",
+    "tools/arctic_build.py",
+)
 DEP3_REQUIRED = ("Description", "Author", "Origin", "Forwarded", "Last-Update", "Covered-by")
 PATCH_NAME_RE = re.compile(r"^(\d{4})-([a-z0-9_]+)-([a-z0-9][a-z0-9-]*)\.patch$")
 HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
@@ -137,7 +144,9 @@ class Upstream:
             raise BuildError(f"{path.relative_to(REPO)}: version {data['version']} does not match folder {folder.name}")
         if not re.fullmatch(r"[0-9a-f]{64}", data["sha256"]):
             raise BuildError(f"{path.relative_to(REPO)}: sha256 must be 64 lowercase hex digits")
-        return cls(folder, data["version"], data["sdist"], data["sha256"], data["tree_sha256"], data["url"], data["project"])
+        return cls(
+            folder, data["version"], data["sdist"], data["sha256"], data["tree_sha256"], data["url"], data["project"]
+        )
 
 
 def patch_folders() -> list[Path]:
@@ -367,7 +376,8 @@ def parse_patch(path: Path) -> Patch:
                 tag = body[0]
                 if tag not in " -+\\":
                     raise BuildError(
-                        f"patch {name}: {cur.path} hunk #{hunk.index} ({line}) is truncated or malformed at line {i + 1}"
+                        f"patch {name}: {cur.path} hunk #{hunk.index} ({line}) is truncated or malformed"
+                        f" at line {i + 1}"
                     )
                 if tag in " -":
                     seen_old += 1
@@ -468,7 +478,9 @@ def apply_patch(patch: Patch, root: Path) -> list[str]:
     for fp in patch.files:
         target = root / fp.path
         if not target.is_file():
-            raise BuildError(f"patch {patch.name}: {fp.path} does not exist upstream (patches edit existing files only)")
+            raise BuildError(
+                f"patch {patch.name}: {fp.path} does not exist upstream (patches edit existing files only)"
+            )
         text = results.get(target, target.read_text())
         lines = text.splitlines(keepends=True)
         offset = 0
@@ -523,7 +535,9 @@ def copy_overlay(dest: Path) -> list[tuple[str, str]]:
         shutil.copyfile(p, target)
         os.chmod(target, 0o644)
         out.append((rel.as_posix(), sha256_file(p)))
-    stray = [p for p in OVERLAY_ROOT.iterdir() if p.name not in ("verl", "PROVENANCE.md") and p.name not in IGNORED_NAMES]
+    stray = [
+        p for p in OVERLAY_ROOT.iterdir() if p.name not in ("verl", "PROVENANCE.md") and p.name not in IGNORED_NAMES
+    ]
     if stray:
         raise BuildError(f"overlay/{stray[0].name}: the overlay holds only verl/ and PROVENANCE.md")
     return out
@@ -558,7 +572,9 @@ def build_number() -> int:
         return int(env)
     try:
         if git("rev-parse", "--is-shallow-repository") == "true":
-            raise BuildError("shallow git clone: N is a commit count; run 'git fetch --unshallow' or set ARCTIC_BUILD_NUMBER")
+            raise BuildError(
+                "shallow git clone: N is a commit count; run 'git fetch --unshallow' or set ARCTIC_BUILD_NUMBER"
+            )
         return int(git("rev-list", "--count", "HEAD", "--", *SHIPPED_PATHS) or "0")
     except (OSError, subprocess.CalledProcessError):
         raise BuildError("not a git checkout: set ARCTIC_BUILD_NUMBER to build outside git") from None
@@ -611,7 +627,9 @@ def prepare(folder: Path, sdist: Path | None, source: Path | None, out: Path, qu
             "patch_folder": folder.name,
             "patches": [{"name": p.name, "sha256": sha256_file(p.path)} for p in patches],
             "overlay": [{"path": rel, "sha256": sha} for rel, sha in overlay],
-            "arctic_platform_sha256": tree_digest(REPO / "arctic_platform") if (REPO / "arctic_platform").is_dir() else None,
+            "arctic_platform_sha256": (
+                tree_digest(REPO / "arctic_platform") if (REPO / "arctic_platform").is_dir() else None
+            ),
             "kernels_sha256": tree_digest(REPO / "kernels") if (REPO / "kernels").is_dir() else None,
             "input_stamp": input_stamp(folder),
             "source_date_epoch": source_date_epoch(),
@@ -658,7 +676,10 @@ def check(folders: list[Path], sdist: Path | None, source: Path | None) -> list[
             copy_overlay(root)
             if offsets:
                 raise BuildError(f"{folder.name}: {offsets[0]}; refresh it so the series applies without offsets")
-        report.append(f"{folder.name}: {len(patches)} patches, {hunks} hunks applied to {up.sdist} with zero fuzz and zero offset; overlay OK")
+        report.append(
+            f"{folder.name}: {len(patches)} patches, {hunks} hunks applied to {up.sdist}"
+            " with zero fuzz and zero offset; overlay OK"
+        )
     return report
 
 
@@ -711,7 +732,9 @@ def export(folder: Path, workdir: Path) -> None:
     for sha, subject in commits[1:]:
         name = subject.strip()
         if not PATCH_NAME_RE.match(name):
-            raise BuildError(f"edit commit {sha[:10]} subject {name!r} must be a patch file name NNNN-<area>-<slug>.patch")
+            raise BuildError(
+                f"edit commit {sha[:10]} subject {name!r} must be a patch file name NNNN-<area>-<slug>.patch"
+            )
         diff = subprocess.run(
             ["git", "diff", "--no-color", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/", "-U3",
              "--no-renames", f"{sha}~1", sha],
@@ -725,13 +748,17 @@ def export(folder: Path, workdir: Path) -> None:
             header = old[: m.start()] if m else old
             old_diff = old[m.start() :] if m else ""
             if old_diff != diff:
-                header = re.sub(r"^Last-Update: .*$", f"Last-Update: {_dt.date.today().isoformat()}", header, flags=re.M)
+                header = re.sub(
+                    r"^Last-Update: .*$", f"Last-Update: {_dt.date.today().isoformat()}", header, flags=re.M
+                )
         else:
             header = HEADER_TEMPLATE.format(date=_dt.date.today().isoformat()) + "---\n"
         target.write_text(header + diff)
         names.append(name)
     series = folder / "series"
-    comments = [line for line in series.read_text().splitlines() if line.strip().startswith("#")] if series.exists() else []
+    comments = (
+        [line for line in series.read_text().splitlines() if line.strip().startswith("#")] if series.exists() else []
+    )
     series.write_text("\n".join(comments + names) + "\n")
     for stale in folder.glob("*.patch"):
         if stale.name not in names:

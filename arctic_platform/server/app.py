@@ -569,7 +569,12 @@ def create_app(settings: ServerSettings) -> Any:
         req = _model(LoadCheckpointRequest, await _json_body(request))
         target = _resolve_checkpoint(job, req.path, req.step)
         out = await _thread(_locked, job, lambda: job.engine.load(target), timeout)
-        events.info("load-checkpoint: training job %s <- %s (global_step %s)", job.job_id, out.get("path"), out.get("global_step"))
+        events.info(
+            "load-checkpoint: training job %s <- %s (global_step %s)",
+            job.job_id,
+            out.get("path"),
+            out.get("global_step"),
+        )
         return {"job_id": job.job_id, **out}
 
     # ---- sampling ----
@@ -644,7 +649,10 @@ def create_app(settings: ServerSettings) -> Any:
 
         version = await _thread(_locked, train, do, timeout, *targets)
         events.info(
-            "weight-sync: training job %s -> jobs %s, policy_version %s", train.job_id, [t.job_id for t in targets], version
+            "weight-sync: training job %s -> jobs %s, policy_version %s",
+            train.job_id,
+            [t.job_id for t in targets],
+            version,
         )
         return {
             "job_id": train.job_id,

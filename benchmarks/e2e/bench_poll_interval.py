@@ -53,7 +53,10 @@ def main() -> int:
         w.writeheader()
         w.writerows(rows)
     for row in rows:
-        print(f"poll {row['poll_interval_s']:>4}s: step {row['step_s']:.2f}s  gen {row['gen_s']:.2f}s  (run {row['wall_s']:.0f}s)")
+        print(
+            f"poll {row['poll_interval_s']:>4}s: step {row['step_s']:.2f}s  gen {row['gen_s']:.2f}s"
+            f"  (run {row['wall_s']:.0f}s)"
+        )
     print(f"seconds per step, poll 2.0 / poll 0.1: {rows[0]['step_s'] / rows[1]['step_s']:.2f}x")
     return 0
 

@@ -95,10 +95,14 @@ HEADER = (
             "--- a//etc/passwd\n+++ b//etc/passwd\n@@ -1 +1 @@\n-a\n+b\n", r"points outside the tree", id="absolute"
         ),
         pytest.param(
-            "--- /dev/null\n+++ b/verl/new_module.py\n@@ -0,0 +1 @@\n+x = 1\n", r"creates verl/new_module.py", id="creates"
+            "--- /dev/null\n+++ b/verl/new_module.py\n@@ -0,0 +1 @@\n+x = 1\n",
+            r"creates verl/new_module.py",
+            id="creates",
         ),
         pytest.param(
-            "--- a/verl/nope.py\n+++ b/verl/nope.py\n@@ -1 +1 @@\n-a\n+b\n", r"does not exist upstream", id="missing-file"
+            "--- a/verl/nope.py\n+++ b/verl/nope.py\n@@ -1 +1 @@\n-a\n+b\n",
+            r"does not exist upstream",
+            id="missing-file",
         ),
         pytest.param(
             "--- a/verl/__init__.py\t2026-01-01 00:00:00\n+++ b/verl/__init__.py\n@@ -1 +1 @@\n-a\n+b\n",

@@ -1,6 +1,6 @@
 # Copyright 2026 The arctic-verl Authors
 # SPDX-License-Identifier: Apache-2.0
-"""The wheel installs into a fresh venv, `import verl` reports the manifest, and `arctic-verl doctor` judges installs."""
+"""The wheel installs into a fresh venv, `import verl` reports the manifest, `arctic-verl doctor` judges installs."""
 
 import json
 import os
@@ -58,7 +58,18 @@ def test_fresh_venv_install_and_manifest(tmp_path, wheel_path):
 
 def test_installed_requirements_are_satisfied(wheel_path):
     r = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--report", "-", "-q", f"{wheel_path}[test]"],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--no-deps",
+            "--report",
+            "-",
+            "-q",
+            f"{wheel_path}[test]",
+        ],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr

@@ -48,11 +48,18 @@ def test_metadata_name_version_entry_points(wheel):
 
 def test_manifest_records_every_input(wheel):
     manifest = json.loads(wheel.read("verl/arctic_build_manifest.json"))
-    assert manifest["version"] == Parser().parsestr(
-        wheel.read(next(n for n in wheel.namelist() if n.endswith("METADATA"))).decode()
-    )["Version"]
+    assert (
+        manifest["version"]
+        == Parser().parsestr(wheel.read(next(n for n in wheel.namelist() if n.endswith("METADATA"))).decode())[
+            "Version"
+        ]
+    )
     folder = REPO / "patches" / manifest["patch_folder"]
-    series = [line.strip() for line in (folder / "series").read_text().splitlines() if line.strip() and not line.startswith("#")]
+    series = [
+        line.strip()
+        for line in (folder / "series").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert [p["name"] for p in manifest["patches"]] == series
     for p in manifest["patches"]:
         assert p["sha256"] == hashlib.sha256((folder / p["name"]).read_bytes()).hexdigest()

@@ -16,9 +16,9 @@
 
 | File | Role |
 |---|---|
-| ``register.py`` | registrations only (``verl.plugins`` entry point): backend, lazy worker/replica loaders, Hydra path |
+| ``register.py`` | registrations only (``verl.plugins`` entry point): backend, lazy worker/replica loaders, Hydra |
 | ``adapter.py`` | the ``arctic`` ``RemoteBackend``: verl config -> Arctic RL client config, jobs, fail-loud checks |
-| ``v1/worker.py`` | ``ArcticV1ActorRolloutRefWorker``: the CPU forwarder (log-probs, updates, weight sync, checkpoints) |
+| ``v1/worker.py`` | ``ArcticV1ActorRolloutRefWorker``: the CPU forwarder (log-probs, updates, weight sync, ckpts) |
 | ``v1/replica.py`` | ``ArcticV1Replica``: ``RolloutReplica`` whose server forwards ``generate`` to the backend |
 | ``v1/server.py`` | ``ArcticV1LLMServer``: the Ray actor serving ``generate`` -> ``TokenOutput`` |
 | ``config/remote_backend/arctic.yaml`` | the ``remote_backend=arctic`` Hydra group entry (defaults documented) |

@@ -30,10 +30,11 @@ from omegaconf import OmegaConf, open_dict
 
 def compose_config(overrides: list[str]):
     """The resolved trainer config exactly as ``main_ppo`` would see it after its choice hook."""
-    import verl  # noqa: F401  (loads the verl.plugins entry point: arctic's Hydra search path)
-    import verl.trainer.main_ppo as main_ppo
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
+
+    import verl  # noqa: F401  (loads the verl.plugins entry point: arctic's Hydra search path)
+    import verl.trainer.main_ppo as main_ppo
 
     config_dir = str(Path(main_ppo.__file__).parent / "config")
     with initialize_config_dir(config_dir=config_dir, version_base=None):

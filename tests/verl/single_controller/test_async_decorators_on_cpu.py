@@ -141,6 +141,6 @@ class StockStyleWorker(Worker):
 
 def test_workerdict_proxy_stays_a_coroutine_function():
     wd = create_colocated_worker_cls({"actor": RayClassWithInitArgs(cls=ray.remote(StockStyleWorker))})
-    proxy = getattr(wd.cls.__ray_actor_class__, "actor_compute_log_prob")
+    proxy = wd.cls.__ray_actor_class__.actor_compute_log_prob
     assert inspect.iscoroutinefunction(proxy)
     assert getattr(proxy, MAGIC_ATTR)["dispatch_mode"] == Dispatch.ONE_TO_ALL

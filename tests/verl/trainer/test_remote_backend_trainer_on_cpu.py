@@ -143,7 +143,9 @@ def test_name_from_group_is_copied_into_trainer(compose, backend, plugin_conf_di
     "overrides, message",
     [
         pytest.param(
-            ["algorithm.adv_estimator=gae"], r"^PPOTrainerRemoteBackend: algorithm.adv_estimator=gae needs a critic", id="gae"
+            ["algorithm.adv_estimator=gae"],
+            r"^PPOTrainerRemoteBackend: algorithm.adv_estimator=gae needs a critic",
+            id="gae",
         ),
         pytest.param(
             ["actor_rollout_ref.rollout.tensor_model_parallel_size=2"],

@@ -267,7 +267,10 @@ class ArcticV1ActorRolloutRefWorker(Worker):
 
     def _actor_config(self) -> dict[str, Any]:
         actor = self.config.actor
-        cfg = {k: OmegaConf.to_container(actor[k]) if OmegaConf.is_config(actor[k]) else actor[k] for k in ACTOR_CONFIG_KEYS}
+        cfg = {
+            k: OmegaConf.to_container(actor[k]) if OmegaConf.is_config(actor[k]) else actor[k]
+            for k in ACTOR_CONFIG_KEYS
+        }
         if cfg["loss_scale_factor"] is None:
             cfg["loss_scale_factor"] = self.max_response_len
         policy_loss = actor.get("policy_loss", None)
@@ -286,7 +289,9 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         temperature = float(tu.get(data, "temperature", default=self.config.rollout.temperature))
         calculate_entropy = bool(tu.get(data, "calculate_entropy", default=False))
         if len(data) % mini_batch_size:
-            raise ValueError(f"update_actor: batch of {len(data)} rows is not a multiple of mini-batch {mini_batch_size}")
+            raise ValueError(
+                f"update_actor: batch of {len(data)} rows is not a multiple of mini-batch {mini_batch_size}"
+            )
         fields = dict(UPDATE_FIELDS)
         if not self.config.actor.use_kl_loss:
             fields.pop("ref_log_prob")
@@ -296,7 +301,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             if name not in data.keys():
                 raise KeyError(f"update_actor: field {name!r} is missing from the batch")
         actor_config = self._actor_config()
-        client = (await self.backend.client())
+        client = await self.backend.client()
         metrics: dict[str, list] = {}
         tokens: list[int] = []
         iterator = tu.make_iterator(
@@ -392,7 +397,8 @@ class ArcticV1ActorRolloutRefWorker(Worker):
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     async def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False):
-        """Resume the training job from ``local_path`` (``trainer.resume_mode``); the next weight sync updates rollout."""
+        """Resume the training job from ``local_path`` (``trainer.resume_mode``);
+        the next weight sync updates rollout."""
         reply = await (await self.backend.client()).load_checkpoint(path=local_path)
         logger.info(f"arctic forwarder: resumed training job from {reply.get('path')} step {reply.get('global_step')}")
         return reply

@@ -35,11 +35,12 @@ def tiny_model(tiny_model_dir) -> Path:
 @pytest.fixture(scope="session")
 def compose_arctic():
     """verl's ppo_trainer composed with remote_backend=arctic (no hydra.searchpath: the plugin registers it)."""
-    import verl  # noqa: F401  (entry point: registers the arctic backend and its Hydra config path)
-    import verl.trainer.main_ppo as main_ppo
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
+
+    import verl  # noqa: F401  (entry point: registers the arctic backend and its Hydra config path)
+    import verl.trainer.main_ppo as main_ppo
 
     config_dir = str(Path(main_ppo.__file__).parent / "config")
 
@@ -81,9 +82,8 @@ def arctic_backend(arctic_cfg):
 @pytest.fixture(scope="module")
 def forwarder(ray_cpu, arctic_cfg, arctic_backend):
     """The forwarder worker group exactly as PPOTrainerRemoteBackend builds it (CPU-only pool, one worker)."""
-    from verl.single_controller.ray import RayClassWithInitArgs, RayWorkerGroup, ResourcePoolManager
-
     from arctic_platform.integrations.verl.register import _load_worker
+    from verl.single_controller.ray import RayClassWithInitArgs, RayWorkerGroup, ResourcePoolManager
 
     mgr = ResourcePoolManager(resource_pool_spec={"global_pool": [1]}, mapping={})
     mgr.set_pool_use_gpu("global_pool", False)

@@ -42,14 +42,18 @@ from verl.trainer.ppo.v1 import PPOTrainerRemoteBackend
             id="kl-without-reference-job",
         ),
         pytest.param(["remote_backend.arctic.backend.type=ray"], "backend.type='ray' is not supported", id="ray"),
-        pytest.param(["remote_backend.arctic.backend.type=onprem"], "needs remote_backend.arctic.backend.url", id="url"),
+        pytest.param(
+            ["remote_backend.arctic.backend.type=onprem"], "needs remote_backend.arctic.backend.url", id="url"
+        ),
         pytest.param(["actor_rollout_ref.rollout.name=vllm"], "actor_rollout_ref.rollout.name=arctic", id="rollout"),
         pytest.param(["algorithm.adv_estimator=gae"], "algorithm.adv_estimator=gae", id="gae"),
         pytest.param(
             ["actor_rollout_ref.actor.policy_loss.loss_mode=gspo"], "policy_loss.loss_mode='gspo'", id="loss-mode"
         ),
         pytest.param(
-            ["actor_rollout_ref.actor.optim.lr_scheduler_type=cosine"], "needs trainer.total_training_steps", id="cosine"
+            ["actor_rollout_ref.actor.optim.lr_scheduler_type=cosine"],
+            "needs trainer.total_training_steps",
+            id="cosine",
         ),
     ],
 )
@@ -65,7 +69,9 @@ def test_fail_loud_guards_name_the_setting(compose_arctic, overrides, setting):
     [
         pytest.param(["algorithm.adv_estimator=gae"], "needs a critic", id="gae"),
         pytest.param(
-            ["actor_rollout_ref.rollout.tensor_model_parallel_size=2"], "leaves zero rollout replicas", id="zero-replicas"
+            ["actor_rollout_ref.rollout.tensor_model_parallel_size=2"],
+            "leaves zero rollout replicas",
+            id="zero-replicas",
         ),
     ],
 )

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import zipfile
 
 import pytest
 
@@ -66,7 +65,11 @@ def test_env_var_alone_registers_when_entry_points_are_off():
 
 def test_entry_points_off_and_no_env_var_means_not_registered():
     r = subprocess.run(
-        [sys.executable, "-c", "import verl; from verl.remote_backend import RemoteBackendRegistry as R; print(R.list())"],
+        [
+            sys.executable,
+            "-c",
+            "import verl; from verl.remote_backend import RemoteBackendRegistry as R; print(R.list())",
+        ],
         capture_output=True, text=True, timeout=300, env={**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none"},
     )  # fmt: skip
     assert r.returncode == 0 and "arctic" not in r.stdout

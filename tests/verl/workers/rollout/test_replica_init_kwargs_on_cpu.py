@@ -67,7 +67,8 @@ def cpu_wg(ray_cpu):
     mgr = ResourcePoolManager(resource_pool_spec={"global_pool": [1]}, mapping={}, use_gpu=False)
     mgr.create_resource_pool()
     return RayWorkerGroup(
-        resource_pool=mgr.resource_pool_dict["global_pool"], ray_cls_with_init=RayClassWithInitArgs(cls=ray.remote(Forwarder))
+        resource_pool=mgr.resource_pool_dict["global_pool"],
+        ray_cls_with_init=RayClassWithInitArgs(cls=ray.remote(Forwarder)),
     )
 
 
@@ -104,7 +105,9 @@ def test_replica_init_kwargs_reach_every_replica(verl_config_dir, cpu_wg, regist
 
 
 def test_default_replica_init_kwargs_is_empty(verl_config_dir, registered):
-    cfg = _compose(verl_config_dir, ["actor_rollout_ref.rollout.name=kwargs_test", "actor_rollout_ref.rollout.nnodes=1"])
+    cfg = _compose(
+        verl_config_dir, ["actor_rollout_ref.rollout.name=kwargs_test", "actor_rollout_ref.rollout.nnodes=1"]
+    )
     assert LLMServerManager(config=cfg).replica_init_kwargs == {}
 
 
@@ -124,4 +127,6 @@ def test_builtin_replica_rejects_plugin_kwargs(verl_config_dir):
 
     cfg = _compose(verl_config_dir, ["actor_rollout_ref.rollout.tensor_model_parallel_size=1"])
     with pytest.raises(TypeError):
-        get_rollout_replica_class("vllm")(0, cfg.actor_rollout_ref.rollout, cfg.actor_rollout_ref.model, main_config=cfg)
+        get_rollout_replica_class("vllm")(
+            0, cfg.actor_rollout_ref.rollout, cfg.actor_rollout_ref.model, main_config=cfg
+        )
