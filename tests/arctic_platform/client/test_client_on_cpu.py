@@ -163,6 +163,7 @@ def test_loss_gradient_and_update_match_verl_over_http(client, tiny_model_dir, a
 
     before = Path(client.save(path=str(client.tmp / f"parity-{agg}" / "before"), step=0)["path"])
     model, opt, names = _load_reference(before, tiny_model_dir)
+    before_w = {n: p.detach().clone() for n, p in model.named_parameters()}
 
     sp = {"temperature": 1.0, "max_tokens": R, "seed": 5, "ignore_eos": True}
     batch = _dense(PROMPTS, client.generate(PROMPTS, sp))
@@ -211,9 +212,19 @@ def test_loss_gradient_and_update_match_verl_over_http(client, tiny_model_dir, a
     from safetensors.torch import load_file
 
     server_after = load_file(str(after / "model.safetensors"))
+    # Adam divides by sqrt(v): where the true gradient vanishes (k_proj.bias: softmax ignores a shift shared by all
+    # keys) the step is float noise / noise and its sign depends on reduction order. Compare the update exactly where
+    # the gradient is defined (|g| >= 1e-5: ulp noise then moves the step by < 1e-8), and only bound it elsewhere.
+    lr = opt.param_groups[0]["lr"]
+    compared = total = 0
     for n, p in model.named_parameters():
-        # one AdamW step (lr 1e-2) from ulp-different gradients: updates agree to ~1e-7 absolute
-        torch.testing.assert_close(server_after[n], p.detach(), rtol=0, atol=2e-6, msg=n)
+        defined = p.grad.abs() >= 1e-5
+        compared, total = compared + int(defined.sum()), total + defined.numel()
+        torch.testing.assert_close(server_after[n][defined], p.detach()[defined], rtol=0, atol=2e-6, msg=n)
+        moved = (server_after[n][~defined] - before_w[n][~defined]).abs()
+        assert moved.numel() == 0 or float(moved.max()) <= 5 * lr, n  # Adam's step is O(lr) whatever the noise
+    assert compared >= 0.9 * total, (compared, total)  # the exact check covers nearly every weight
+    assert float(dict(model.named_parameters())["model.layers.0.self_attn.k_proj.bias"].grad.abs().max()) < 1e-5
 
 
 def test_reattach_from_another_process_creates_and_destroys_nothing(client, tmp_path):
