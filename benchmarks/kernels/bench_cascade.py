@@ -118,9 +118,10 @@ def planned(q, k, v, kw, *, splits=None, block_n=None):
     """A prepared plan for ``kw`` (plan updated once, ahead) and the kernel-only call on it."""
     G = kw["prefix_lens"].numel()
     B, Hq, D = q.shape
+    largest = int(kw["group_starts"].diff().max())  # ahead of time: the M bucket the eager path would pick too
     plan = C.make_fca_plan(max_batch=B, max_groups=G, num_heads=Hq, num_kv_heads=k.shape[2], head_dim=D,
                            block_size=k.shape[1], dtype=q.dtype, device=q.device, num_splits=splits,
-                           block_n=block_n)  # fmt: skip
+                           block_n=block_n, max_group_size=largest)  # fmt: skip
     C.fca_plan_update(plan, kw["group_starts"])
     meta = {n: kw[n].to(torch.int32).contiguous() for n in ("prefix_block_tables", "prefix_lens",
                                                               "suffix_block_tables", "suffix_lens")}  # fmt: skip

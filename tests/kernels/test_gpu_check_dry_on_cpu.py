@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """benchmarks/gpu_check.sh on CPU: --dry runs every step's code path end to end (tiny shapes, TRITON_INTERPRET=1);
 a step that breaks fails the run but not the later steps; the carry folder installs offline; the real mode refuses
-to run without CUDA. Nothing here needs a GPU (the GPU run itself: docs/gpu-check.md)."""
+to run without CUDA. Nothing here needs a GPU (how to run it on an H200: README, "GPU check")."""
 
 import csv
 import os
