@@ -38,7 +38,7 @@ CARRY="${ARCTIC_GPU_CARRY:-$REPO/gpu_carry}"
 CARRY_LIMIT_MIB=60
 # What the bare H200 lacks (the server stack and pytest-asyncio); their dependencies come along, minus what is there.
 CARRY_PKGS=(pytest-asyncio fastapi uvicorn pydantic)
-CARRY_SKIP_RE='^(pytest|pluggy|iniconfig|packaging|torch|triton|numpy|filelock|fsspec|jinja2|markupsafe|networkx|sympy|mpmath|setuptools)-'
+CARRY_SKIP_RE='^(pytest|pluggy|iniconfig|packaging|pygments|torch|triton|numpy|filelock|fsspec|jinja2|markupsafe|networkx|sympy|mpmath|setuptools)-'
 
 if [ "$MODE" = prepare ]; then
   set -e
@@ -47,13 +47,32 @@ if [ "$MODE" = prepare ]; then
   (cd "$REPO" && ./build.sh build)
   WHL="$(ls -t "$REPO"/dist/verl-*+arctic.*-py3-none-any.whl | head -n1)"
   cp "$WHL" "$CARRY/"
+  # Pin to the versions the CPU test environment (.venv) has, so the H200 runs what CI tested.
+  PINS=("${CARRY_PKGS[@]}")
+  if [ -x "$REPO/.venv/bin/python" ]; then
+    mapfile -t PINS < <("$REPO/.venv/bin/python" - "${CARRY_PKGS[@]}" <<'PY'
+import sys
+from importlib.metadata import PackageNotFoundError, version
+for name in sys.argv[1:]:
+    try:
+        print(f"{name}=={version(name)}")
+    except PackageNotFoundError:
+        print(name)
+PY
+)
+  fi
+  echo "gpu_check --prepare: downloading ${PINS[*]} (+ dependencies) for cp312 manylinux x86_64"
   "$PY" -m pip download -q --dest "$CARRY" --only-binary :all: --python-version 3.12 --implementation cp \
-    --abi cp312 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform any "${CARRY_PKGS[@]}"
+    --abi cp312 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform any "${PINS[@]}"
   for f in "$CARRY"/*.whl; do
     base="$(basename "$f" | tr 'A-Z_' 'a-z-')"
     if [[ "$base" =~ $CARRY_SKIP_RE ]]; then rm -f "$f"; fi
   done
   (cd "$REPO" && git rev-parse HEAD) > "$CARRY/COMMIT"
+  if [ -n "$(cd "$REPO" && git status --porcelain --untracked-files=no)" ]; then
+    echo "gpu_check --prepare: WARNING: uncommitted changes; the wheel holds them, COMMIT says $(cat "$CARRY/COMMIT")" >&2
+    echo "dirty" >> "$CARRY/COMMIT"
+  fi
   size=$(du -sm "$CARRY" | cut -f1)
   ls -1 "$CARRY"
   if [ "$size" -gt "$CARRY_LIMIT_MIB" ]; then
