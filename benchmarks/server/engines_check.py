@@ -81,6 +81,11 @@ def run_engines(model_dir: str, devices: dict[str, str], dtype: str, other_devic
     items = [E.GenerateItem(prompt=p, temperature=0.0, max_tokens=R, ignore_eos=True, logprobs=0) for p in prompts]
     results, _ = sampler.generate(items)
     out["generated"] = [(p, r["token_ids"], r["logprobs"]) for p, r in zip(prompts, results, strict=True)]
+    # seeded sampling (top-p / top-k, the CPU-side sampler fed from the device's logits): it must run and finish
+    seeded = [E.GenerateItem(prompt=p, temperature=1.0, top_p=0.9, top_k=50, max_tokens=R, ignore_eos=True,
+                             seed=7 + i) for i, p in enumerate(prompts)]  # fmt: skip
+    sampled, _ = sampler.generate(seeded)
+    out["sampled_lengths"] = [len(r["token_ids"]) for r in sampled]
     for e in (ref_engine, trainer, sampler, synced):
         e.close()
     return out
@@ -142,7 +147,7 @@ def main(argv=None) -> int:
                  "cpu_bf16_err": f"{yard_gap:.4g}", "tol": f"{tol:.4g}", "ok": gen_gap <= tol})  # fmt: skip
     print(f"engines_check generate_first_token_lp err {gen_gap:.4g} (tol {tol:.4g}) -> "
           f"{'ok' if gen_gap <= tol else 'FAIL'}")  # fmt: skip
-    lens_ok = all(len(t) == R for _, t, _ in dut["generated"])
+    lens_ok = all(len(t) == R for _, t, _ in dut["generated"]) and dut["sampled_lengths"] == [R] * ROWS
     rows.append({"check": "generate_lengths", "max_err": "", "cpu_bf16_err": "", "tol": "", "ok": lens_ok})
     folder = Path(args.out or ".")
     folder.mkdir(parents=True, exist_ok=True)
