@@ -81,3 +81,23 @@ def test_parse_job_devices():
             parse_job_devices(bad)
     with pytest.raises(PlacementError, match="unknown job type"):
         place_jobs({"critic": 1}, device="cpu", device_count=0)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--job-devices", "critic=cuda:0"], "is not JOB=DEVICE"),
+        (["--device", "cuda:0"], "CUDA is not available"),  # this CPU host: refused at startup, not at the first job
+    ],
+)
+def test_server_refuses_a_bad_placement_at_startup(args, message, tmp_path):
+    import subprocess
+    import sys
+
+    import torch
+
+    if torch.cuda.is_available() and "--device" in args:
+        pytest.skip("this host has CUDA: --device cuda:0 is valid here")
+    r = subprocess.run([sys.executable, "-m", "arctic_platform.server", "--port", "0", *args],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
