@@ -714,7 +714,8 @@ class FcaPlan:
     tile_size: torch.Tensor
     """[max_tiles] int32: members of each tile; 0 for the unused tail (those programs do nothing)."""
     out: torch.Tensor
-    """[max_batch, Hq, D] in ``dtype``: the output (rows outside every group are left as they were)."""
+    """[max_batch, Hq, D] in ``dtype``: the output. Rows outside every group carry no meaning: with one split they
+    are left as they were; with splits they receive the merge of whatever partials those rows last held."""
     lse: torch.Tensor
     """[max_batch, Hq] fp32 natural-log LSE."""
     part_o: torch.Tensor | None
@@ -749,7 +750,7 @@ def make_fca_plan(
         raise ValueError(f"need 1 <= max_groups <= max_batch, got max_groups={max_groups} max_batch={max_batch}")
     if dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise TypeError(f"forest_cascade_attention supports float32, bfloat16 and float16, got {dtype}")
-    device = torch.device(device)
+    device = torch.empty(0, device=device).device  # "cuda" -> "cuda:N": compared with tensors' devices later
     interpreted = is_interpreted(_fca_fwd_kernel)
     cfg = fca_launch_config(
         num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, block_size=block_size,
@@ -789,7 +790,8 @@ def fca_plan_update(plan: FcaPlan, group_starts: torch.Tensor, *, debug: bool = 
     """Refill ``plan``'s tiles in place from the device ``group_starts`` [G+1] (G <= max_groups); no host sync.
 
     Groups may be padded with empty ones (repeat the last offset) so that G stays fixed across steps; rows past
-    ``group_starts[-1]`` belong to no group and are not written. ``debug=True`` checks the values (host sync).
+    ``group_starts[-1]`` belong to no group (their outputs carry no meaning, see :attr:`FcaPlan.out`).
+    ``debug=True`` checks the values (host sync).
 
     Raises:
         ValueError: a shape that does not fit the plan; in debug mode, offsets that do not rise from 0.

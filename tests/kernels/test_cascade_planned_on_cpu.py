@@ -152,3 +152,14 @@ def test_debug_mode_checks_values(fca, triton_device):
     with pytest.raises(ValueError, match="tl.dot needs D >= 16"):
         make_fca_plan(max_batch=2, max_groups=1, num_heads=8, num_kv_heads=2, head_dim=8, block_size=16,
                       dtype=torch.float32, device=triton_device)  # fmt: skip
+
+
+def test_plan_device_is_a_concrete_device():
+    """A plan made for "cuda" must accept tensors on "cuda:0" (devices are compared exactly); same for "cpu"."""
+    plan = make_fca_plan(max_batch=2, max_groups=1, num_heads=4, num_kv_heads=1, head_dim=16, block_size=16,
+                         dtype=torch.float32, device="cpu", num_splits=1, block_n=16)  # fmt: skip
+    assert plan.device == torch.empty(0).device and plan.out.device == plan.device
+    if torch.cuda.is_available():
+        plan = make_fca_plan(max_batch=2, max_groups=1, num_heads=4, num_kv_heads=1, head_dim=16, block_size=16,
+                             dtype=torch.float32, device="cuda", num_splits=1, block_n=16)  # fmt: skip
+        assert plan.device == torch.empty(0, device="cuda").device and plan.device.index is not None
