@@ -1045,9 +1045,12 @@ def main(argv: list[str] | None = None) -> int:
             raise BuildError("give --sdist or --source, not both")
         if args.cmd == "fetch":
             up = Upstream.load(_folder_arg(args.patches))
-            with tempfile.TemporaryDirectory(prefix="arctic-fetch-") as td:
-                got = materialize(up, Path(td), sdist, source)
-            print(f"{got['from']} ({got['verified']} verified)")
+            if up.kind == "sdist" and source is None:  # cheap: the file's sha256 (prepare checks the tree too)
+                print(f"{fetch_sdist(up, sdist)} (sha256 verified)")
+            else:
+                with tempfile.TemporaryDirectory(prefix="arctic-fetch-") as td:
+                    got = materialize(up, Path(td), sdist, source)
+                print(f"{got['from']} ({got['verified']} verified)")
         elif args.cmd == "prepare":
             m = prepare(_folder_arg(args.patches), sdist, source, args.out.resolve())
             print(m["version"])
