@@ -5,12 +5,15 @@
 # ./build.sh [build]   pinned upstream verl -> verify sha256 -> patch series (zero fuzz) -> overlay -> one wheel in dist/
 # ./build.sh smoke     build if needed, install into the active env (or .venv), run the bundled CPU smoke
 # ./build.sh test      build if needed, install with test extras, run the whole test suite (pytest -n auto)
-# ./build.sh check     lint every patches/verl-*/ folder and apply it to its pinned upstream (no build)
-# ./build.sh edit      the series as git commits under build/edit;  ./build.sh export  writes them back as patches
+# ./build.sh check     lint every patches/verl-<version>/ set, apply each to its own pinned upstream (no build);
+#                      lists every failing and every offset hunk of every set, exits non-zero on any
+# ./build.sh edit      the series as git commits under build/edit; a hunk that fails is left as a .rej file;
+#                      fix it, then ./build.sh edit --continue;  ./build.sh export  writes the set edit opened
 # ./build.sh clean     remove build/ and dist/
 #
-# Options: --sdist PATH | --source DIR (offline builds; env ARCTIC_VERL_SDIST / ARCTIC_VERL_SOURCE),
-#          --patches DIR (a patches/verl-<version> folder). After `test`, remaining args go to pytest.
+# Options: --patches verl-<version> (a patch set; default: the newest release set),
+#          --sdist PATH | --source DIR (that set's upstream, offline; env ARCTIC_VERL_SDIST / ARCTIC_VERL_SOURCE).
+#          After `test`, remaining args go to pytest.
 # Env:     ARCTIC_CACHE_DIR (sdist cache, default ~/.cache/arctic-verl), ARCTIC_TORCH_SPEC (default torch==2.13.0),
 #          ARCTIC_BUILD_NUMBER (N outside a full git clone), PYTHON (interpreter for .venv, default python3),
 #          ARCTIC_TOOLENV (reuse a build-tool venv), SOURCE_DATE_EPOCH (default: last commit time).
@@ -26,16 +29,18 @@ LOGDIR="$REPO/build/logs"
 CMD="build"
 case "${1:-}" in
   build|smoke|test|check|edit|export|clean) CMD="$1"; shift ;;
-  -h|--help) sed -n '3,16p' "$0"; exit 0 ;;
+  -h|--help) sed -n '3,19p' "$0"; exit 0 ;;
 esac
 SRC_ARGS=()    # --sdist/--source: where upstream comes from
 PATCH_ARGS=()  # --patches: which patch folder
+EDIT_ARGS=()   # edit --continue
 PYTEST_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --sdist) SRC_ARGS+=(--sdist "$2"); shift 2 ;;
     --source) SRC_ARGS+=(--source "$2"); shift 2 ;;
     --patches) PATCH_ARGS+=(--patches "$2"); shift 2 ;;
+    --continue) if [ "$CMD" = edit ]; then EDIT_ARGS+=(--continue); shift; else echo "build: --continue belongs to edit" >&2; exit 2; fi ;;
     --) shift; PYTEST_ARGS+=("$@"); break ;;
     *) if [ "$CMD" = test ] || [ "$CMD" = smoke ]; then PYTEST_ARGS+=("$1"); shift; else echo "build: unknown argument $1" >&2; exit 2; fi ;;
   esac
@@ -187,7 +192,7 @@ case "$CMD" in
     stage check
     ab check "${SRC_ARGS[@]}" "${PATCH_ARGS[@]}" || exit 1
     done_stage ;;
-  edit) ab edit "${SRC_ARGS[@]}" "${PATCH_ARGS[@]}" ;;
+  edit) ab edit "${EDIT_ARGS[@]}" "${SRC_ARGS[@]}" "${PATCH_ARGS[@]}" || exit $? ;;
   export) ab export "${PATCH_ARGS[@]}" ;;
   build)
     do_build ;;

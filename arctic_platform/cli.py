@@ -20,10 +20,14 @@ Subcommands import their implementation lazily, so ``arctic-verl doctor`` works 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import importlib.metadata as md
 import json
+import pkgutil
+import re
 import sys
+from pathlib import Path
 
 # name -> (module, help). Each module defines ``add_arguments(parser)`` and ``run(args) -> int`` and is imported only
 # when its subcommand runs, so ``arctic-verl doctor`` works even when torch is broken.
@@ -81,12 +85,13 @@ def doctor_report() -> tuple[list[str], list[str]]:
             "reinstall the arctic wheel: pip install --force-reinstall --no-deps dist/verl-*+arctic.*.whl"
         )
     try:
-        from verl import arctic_build
+        from verl import arctic_manifest
 
-        m = arctic_build.manifest()
+        m = arctic_manifest.manifest()
+        lines.append(f"upstream: {describe_pin(m['upstream'])}")
         lines.append(
-            f"manifest: upstream {m['upstream']['sdist']} sha256 {m['upstream']['sha256'][:16]}..., "
-            f"{len(m['patches'])} patches, {len(m['overlay'])} overlay files, build N={m['build_number']}"
+            f"manifest: patch set {m.get('patch_folder', '?')}, {len(m['patches'])} patches, "
+            f"{len(m['overlay'])} overlay files, build N={m['build_number']}"
         )
         if m["version"] != verl_version:
             problems.append(f"manifest version {m['version']} != installed distribution {verl_version}")
@@ -125,6 +130,116 @@ def doctor_report() -> tuple[list[str], list[str]]:
             lines.append("gpu: none (CPU only)")
     except Exception as e:  # noqa: BLE001
         problems.append(f"torch does not import ({type(e).__name__}: {e})")
+    plugin_lines, plugin_problems = plugin_report()
+    return lines + plugin_lines, problems + plugin_problems
+
+
+def describe_pin(up: dict) -> str:
+    """What the wheel's upstream really was: a PyPI sdist or a git commit's tree (no field that does not apply)."""
+    head = f"{up.get('project', 'verl')} {up.get('version', '?')}"
+    if up.get("kind", "sdist") == "git":
+        what = f"git {up.get('repo', '?')} commit {up.get('commit', '?')}"
+    else:
+        what = f"PyPI sdist {up.get('sdist', '?')} sha256 {str(up.get('sha256', '?'))[:16]}..."
+    how = f"; built from {up['obtained']}" if up.get("obtained") else ""
+    return f"{head} from {what} (tree_sha256 {str(up.get('tree_sha256', '?'))[:16]}...{how})"
+
+
+# Optional dependencies a CPU install may lack: a module that needs one is reported, not failed.
+OPTIONAL_DEPS = ("vllm", "triton", "flash_attn", "deepspeed", "megatron", "sglang", "matplotlib")
+COMPAT = "arctic_platform.integrations.verl.compat"
+_CANNOT_IMPORT = re.compile(r"cannot import name '([\w.]+)' from '([\w.]+)'")
+
+
+def upstream_names(package_dir: Path) -> dict[str, set[tuple[str, str]]]:
+    """Every ``verl`` name an arctic_platform module imports, module-level or lazy: module -> {(verl module, name)}.
+
+    The compat module is checked by importing it (its imports are keyed by the upstream version).
+    """
+    found: dict[str, set[tuple[str, str]]] = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        rel = path.relative_to(package_dir.parent).with_suffix("")
+        mod = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        if mod == COMPAT:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "verl":
+                found.setdefault(mod, set()).update((node.module, a.name) for a in node.names if a.name != "*")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] == "verl" and "." in a.name:
+                        parent, name = a.name.rsplit(".", 1)
+                        found.setdefault(mod, set()).add((parent, name))
+    return found
+
+
+def _has(module: str, name: str) -> str | None:
+    """None when ``from module import name`` works; else why not."""
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        return f"{type(e).__name__}: {e}"
+    if hasattr(mod, name):
+        return None
+    try:
+        importlib.import_module(f"{module}.{name}")
+        return None
+    except ImportError as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def plugin_report() -> tuple[list[str], list[str]]:
+    """Import every arctic_platform module and check every upstream name the plugin relies on."""
+    import arctic_platform
+
+    lines: list[str] = []
+    problems: list[str] = []
+    package_dir = Path(next(iter(arctic_platform.__path__)))
+    try:
+        verl_version = importlib.import_module("verl").__version__
+    except Exception as e:  # noqa: BLE001
+        return [], [f"verl does not import ({type(e).__name__}: {e})"]
+    missing = 0
+    for mod, names in sorted(upstream_names(package_dir).items()):
+        for module, name in sorted(names):
+            why = _has(module, name)
+            if why is None:
+                continue
+            top = why.split(": ", 1)[-1]
+            if any(f"'{dep}" in top for dep in OPTIONAL_DEPS):
+                continue
+            missing += 1
+            problems.append(f"{mod} needs upstream {module}.{name}, which verl {verl_version} lacks ({why})")
+    try:
+        compat = importlib.import_module(COMPAT)
+        lines.append(f"compat: {len(compat.INTERNALS)} upstream internal(s) adapted for verl {compat.VERL_VERSION}")
+    except ImportError as e:
+        m = _CANNOT_IMPORT.search(str(e))
+        symbol = f"{m.group(2)}.{m.group(1)}" if m else (e.name or str(e))
+        problems.append(
+            f"{COMPAT} needs upstream {symbol}, which verl {verl_version} lacks ({type(e).__name__}: {e}); "
+            f"adapt arctic_platform/integrations/verl/compat.py for this upstream"
+        )
+    skipped, imported, failed = [], 0, 0
+    for info in pkgutil.walk_packages(arctic_platform.__path__, "arctic_platform."):
+        if info.name.endswith("__main__"):
+            continue
+        try:
+            importlib.import_module(info.name)
+            imported += 1
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] in OPTIONAL_DEPS:
+                skipped.append(f"{info.name} (needs {e.name})")
+            else:
+                failed += 1
+                problems.append(f"{info.name} does not import ({type(e).__name__}: {e})")
+        except Exception as e:  # noqa: BLE001 - report any import failure with the module that fails
+            failed += 1
+            problems.append(f"{info.name} does not import ({type(e).__name__}: {e})")
+    lines.append(
+        f"plugin: {imported} arctic_platform modules import, {failed} fail; upstream names: {missing} missing"
+        + (f"; skipped (optional dependency absent): {', '.join(skipped)}" if skipped else "")
+    )
     return lines, problems
 
 

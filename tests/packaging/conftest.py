@@ -15,21 +15,63 @@ REPO = Path(__file__).resolve().parents[2]
 COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "runs", "__pycache__", "*.pyc", "results")
 
 
+def load_build_tool():
+    """The build tool module (tools/arctic_build.py) of this checkout, loaded once."""
+    name = "arctic_build_under_test"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "tools" / "arctic_build.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
 @pytest.fixture(scope="session")
 def arctic_build():
     """The build tool module (tools/arctic_build.py) of this checkout."""
-    spec = importlib.util.spec_from_file_location("arctic_build_under_test", REPO / "tools" / "arctic_build.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_build_tool()
 
 
 @pytest.fixture(scope="session")
-def sdist(arctic_build) -> Path:
+def pin(arctic_build):
+    """The default set's upstream pin (patches/verl-<newest release>/UPSTREAM): tests read it, never hard-code it."""
+    return arctic_build.Upstream.load(arctic_build.default_folder())
+
+
+@pytest.fixture(scope="session")
+def sdist(arctic_build, pin) -> Path:
     """The pinned sdist, downloaded once into the user cache (./build.sh already put it there)."""
-    up = arctic_build.Upstream.load(arctic_build.default_folder())
-    return arctic_build.fetch_sdist(up)
+    return arctic_build.fetch_sdist(pin)
+
+
+def fresh_install(wheel: Path, env_dir: Path) -> Path:
+    """Install ``wheel`` (no deps) into a new venv whose dependencies come from this test environment.
+
+    The test environment's site-packages is linked in entry by entry, minus its own verl/arctic_platform and their
+    dist-info, so the fresh venv sees exactly one verl: the one under test. Returns the venv's bin/ directory.
+    """
+    import sysconfig
+    import venv
+
+    venv.create(env_dir, with_pip=False)
+    py = env_dir / "bin" / "python"
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    deps = env_dir / "deps"
+    deps.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        name = entry.name
+        if name in ("verl", "arctic_platform", "__pycache__") or name.startswith(("verl-", "zz_test_env")):
+            continue
+        (deps / name).symlink_to(entry)
+    site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True
+    ).stdout.strip()
+    Path(site, "zz_test_env_deps.pth").write_text(f"import site; site.addsitedir({str(deps)!r})\n")
+    return env_dir / "bin"
 
 
 @pytest.fixture(scope="session")

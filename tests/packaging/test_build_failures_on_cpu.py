@@ -7,9 +7,10 @@ import shutil
 
 import pytest
 
-from .conftest import run_build
+from .conftest import REPO, load_build_tool, run_build
 
-FOLDER = "patches/verl-0.9.1"
+# the set a plain ./build.sh builds (the newest release), read from patches/, not hard-coded
+FOLDER = load_build_tool().default_folder().relative_to(REPO).as_posix()
 
 
 def _assert_refused(result, checkout, pattern):
@@ -124,3 +125,19 @@ def test_missing_dep3_field_refused(repo_copy, sdist, toolenv):
     patch.write_text(re.sub(r"^Forwarded: .*\n", "", patch.read_text(), flags=re.M))
     r = run_build(repo_copy, sdist=sdist, toolenv=toolenv)
     _assert_refused(r, repo_copy, rf"patch {re.escape(patch.name)}: DEP-3 header lacks Forwarded")
+
+
+def test_offset_hunk_refused(repo_copy, sdist, toolenv):
+    """A hunk whose context matches only a few lines away from where it says is refused (zero offset), by name."""
+    patch = _first_patch(repo_copy)
+    lines = patch.read_text().splitlines(keepends=True)
+    i = next(k for k, line in enumerate(lines) if line.startswith("@@"))
+    m = re.match(r"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@(.*)$", lines[i].rstrip("\n"))
+    old, old_n, new, new_n, tail = int(m[1]), m[2], int(m[3]), m[4], m[5]
+    lines[i] = f"@@ -{old + 3},{old_n} +{new + 3},{new_n} @@{tail}\n"
+    patch.write_text("".join(lines))
+    target = next(line[6:].strip() for line in lines if line.startswith("+++ b/"))
+    r = run_build(repo_copy, sdist=sdist, toolenv=toolenv)
+    _assert_refused(
+        r, repo_copy, rf"patch {re.escape(patch.name)}: {re.escape(target)}: hunk #1 \(.*\) applies only at offset -3"
+    )

@@ -7,13 +7,11 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
-import venv
 from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, fresh_install
 
 
 @pytest.fixture(scope="module")
@@ -22,37 +20,23 @@ def wheel_path():
     return w
 
 
-def _site_packages() -> str:
-    return sysconfig.get_paths()["purelib"]
-
-
-def test_fresh_venv_install_and_manifest(tmp_path, wheel_path):
+def test_fresh_venv_install_and_manifest(tmp_path, wheel_path, pin):
     env_dir = tmp_path / "fresh"
-    venv.create(env_dir, with_pip=True)
-    py = env_dir / "bin" / "python"
-    r = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel_path)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    # dependencies come from this test environment, appended after the fresh venv's own site-packages by a .pth
-    fresh_site = subprocess.run(
-        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True
-    ).stdout.strip()
-    Path(fresh_site, "zz_test_env_deps.pth").write_text(_site_packages() + "\n")
+    py = fresh_install(wheel_path, env_dir) / "python"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     code = (
-        "import json, verl, verl.arctic_build as ab, arctic_platform;"
+        "import json, verl, verl.arctic_manifest as ab, arctic_platform;"
         "print(json.dumps({'v': verl.__version__, 'm': ab.manifest(), 'verl': verl.__file__,"
         " 'ap': arctic_platform.__file__}))"
     )
     r = subprocess.run([str(py), "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
-    assert out["v"] == "0.9.1"  # upstream's own version string is untouched
+    assert out["v"] == pin.version  # upstream's own version string is untouched
+    assert out["m"]["upstream"]["kind"] == pin.kind and out["m"]["upstream"]["tree_sha256"] == pin.tree_sha256
     assert out["m"]["version"] == wheel_path.name.split("-")[1]
     assert str(env_dir) in out["verl"] and str(env_dir) in out["ap"]
-    r = subprocess.run([str(py), "-m", "verl.arctic_build"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    r = subprocess.run([str(py), "-m", "verl.arctic_manifest"], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert json.loads(r.stdout)["upstream"]["sha256"] == out["m"]["upstream"]["sha256"]
 
 
@@ -85,10 +69,13 @@ def _doctor(extra_path: Path | None = None):
     return subprocess.run([exe, "doctor"], capture_output=True, text=True, timeout=300, env=env)
 
 
-def test_doctor_ok_on_this_install():
+def test_doctor_ok_on_this_install(pin):
     r = _doctor()
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "verl distribution: 0.9.1+arctic." in r.stdout
+    assert f"verl distribution: {pin.version}+arctic." in r.stdout
+    assert f"upstream: verl {pin.version} from PyPI sdist {pin.sdist} sha256 {pin.sha256[:16]}" in r.stdout
+    assert "plugin: " in r.stdout and " modules import, 0 fail; upstream names: 0 missing" in r.stdout
+    assert "compat: 1 upstream internal(s) adapted" in r.stdout
     assert "seam: verl.remote_backend present" in r.stdout
     assert "gpu: none (CPU only)" in r.stdout or "gpu: " in r.stdout
 
@@ -108,8 +95,8 @@ def test_doctor_flags_a_second_owner_of_arctic_platform(tmp_path):
     assert "arctic_platform/ is also owned by arctic_platform==0.1.2" in r.stdout
 
 
-def test_doctor_flags_stock_verl_over_ours(tmp_path):
-    root = _fake_dist(tmp_path, "verl", "0.9.1", ["verl/__init__.py"])
+def test_doctor_flags_stock_verl_over_ours(tmp_path, pin):
+    root = _fake_dist(tmp_path, "verl", pin.version, ["verl/__init__.py"])
     r = _doctor(root)
     assert r.returncode == 1
     assert "is not arctic-verl (stock verl installed over ours?)" in r.stdout

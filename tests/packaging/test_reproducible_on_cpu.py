@@ -13,7 +13,7 @@ def _sha(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_two_builds_same_sha256(tmp_path, sdist, toolenv):
+def test_two_builds_same_sha256(tmp_path, sdist, toolenv, pin):
     shas = []
     for name in ("first", "second-in-another-dir"):
         checkout = tmp_path / name / "checkout"
@@ -21,7 +21,7 @@ def test_two_builds_same_sha256(tmp_path, sdist, toolenv):
         r = run_build(checkout, sdist=sdist, toolenv=toolenv)
         assert r.returncode == 0, r.stderr
         (wheel,) = (checkout / "dist").glob("*.whl")
-        assert wheel.name == "verl-0.9.1+arctic.7-py3-none-any.whl"
+        assert wheel.name == f"verl-{pin.version}+arctic.7-py3-none-any.whl"
         shas.append(_sha(wheel))
         time.sleep(1.1)  # a different wall-clock second for the second build
     assert shas[0] == shas[1]
@@ -50,15 +50,21 @@ def test_source_tree_build_matches_sdist_build(repo_copy, sdist, toolenv, tmp_pa
     from_sdist = (repo_copy / "build" / "src" / "verl" / "arctic_build_manifest.json").read_text()
     up = arctic_build.Upstream.load(arctic_build.default_folder())
     arctic_build.extract_verl(sdist, up, tmp_path / "unpacked")
+    sdist_obtained = f'"obtained": "{up.sdist}"'
+    source_obtained = '"obtained": "--source unpacked"'
+    sdist_verified = '"verified": "sha256 and tree_sha256"'
+    source_verified = '"verified": "tree_sha256"'
     shutil.rmtree(repo_copy / "dist")
     r2 = run_build(repo_copy, "--source", str(tmp_path / "unpacked"), toolenv=toolenv)
     assert r2.returncode == 0, r2.stderr
     from_source = (repo_copy / "build" / "src" / "verl" / "arctic_build_manifest.json").read_text()
     # identical patched tree; the manifest records that the sdist's own sha256 was not checked
-    assert from_source.replace('"verified_sdist_sha256": null', "X") == from_sdist.replace(
-        f'"verified_sdist_sha256": "{up.sha256}"', "X"
+    assert from_source.replace('"verified_sdist_sha256": null', "X").replace(source_obtained, "O").replace(
+        source_verified, "V"
+    ) == from_sdist.replace(f'"verified_sdist_sha256": "{up.sha256}"', "X").replace(sdist_obtained, "O").replace(
+        sdist_verified, "V"
     )
-    # a --source tree that is not verl 0.9.1 is refused by its pinned tree digest
+    # a --source tree that is not the pinned upstream is refused by its pinned tree digest
     (tmp_path / "unpacked" / "verl" / "protocol.py").write_text("# not upstream\n")
     r3 = run_build(repo_copy, "--source", str(tmp_path / "unpacked"), toolenv=toolenv)
     assert r3.returncode != 0 and "does not match tree_sha256" in r3.stderr

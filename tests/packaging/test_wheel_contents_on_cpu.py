@@ -31,11 +31,11 @@ def test_only_verl_arctic_platform_and_dist_info(wheel):
         assert not name.endswith((".orig", ".rej", ".pyc")) and "/.pc/" not in name and "__pycache__" not in name
 
 
-def test_metadata_name_version_entry_points(wheel):
+def test_metadata_name_version_entry_points(wheel, pin):
     (meta_name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
     meta = Parser().parsestr(wheel.read(meta_name).decode())
     assert meta["Name"] == "verl"
-    assert meta["Version"].startswith("0.9.1+arctic.")
+    assert meta["Version"].startswith(f"{pin.version}+arctic.")
     requires = meta.get_all("Requires-Dist")
     assert any(r.startswith("TransferQueue") for r in requires)
     assert any(r.startswith("vllm==") and 'extra == "h200"' in r for r in requires)
@@ -70,8 +70,7 @@ def test_manifest_records_every_input(wheel):
     assert manifest["upstream"]["sha256"] in (folder / "UPSTREAM").read_text()
 
 
-def test_every_upstream_file_ships(wheel, sdist, arctic_build, tmp_path):
-    up = arctic_build.Upstream.load(arctic_build.default_folder())
-    arctic_build.extract_verl(sdist, up, tmp_path)
+def test_every_upstream_file_ships(wheel, sdist, arctic_build, pin, tmp_path):
+    arctic_build.extract_verl(sdist, pin, tmp_path)
     upstream = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
     assert upstream - set(wheel.namelist()) == set()

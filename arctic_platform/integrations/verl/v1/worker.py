@@ -44,10 +44,10 @@ from tensordict import TensorDict
 from verl.remote_backend.worker_utils import normalize_backend_metrics
 from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
-from verl.trainer.ppo.padding_utils import SYNTHETIC_PADDING_SEQ_LEN
 from verl.utils import tensordict_utils as tu
 
 from ..adapter import ArcticRemoteBackend, arctic_options
+from ..compat import SYNTHETIC_PADDING_PROMPT_LEN
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -86,7 +86,7 @@ def _row_all(nt: torch.Tensor, predicate: torch.Tensor) -> torch.Tensor:
 
 
 def synthetic_padding_rows(data: TensorDict, eos_token_id: Optional[int]) -> torch.Tensor:
-    """Bool [B]: rows verl added with ``upsample_batch_to_divisible_size`` (127 EOS + 1 EOS, zero response mask).
+    """Bool [B]: rows verl added with ``upsample_batch_to_divisible_size`` (EOS only, zero response mask).
 
     They carry no loss and may exceed the configured prompt length, so they never go to the backend; outputs for
     them are zeros (row counts still match).
@@ -94,7 +94,7 @@ def synthetic_padding_rows(data: TensorDict, eos_token_id: Optional[int]) -> tor
     prompt_len = _nested_lengths(data["prompts"])
     resp_len = _nested_lengths(data["responses"])
     mask = data["response_mask"]
-    candidate = (prompt_len == SYNTHETIC_PADDING_SEQ_LEN - 1) & (resp_len == 1) & _row_all(mask, mask.values() == 0)
+    candidate = (prompt_len == SYNTHETIC_PADDING_PROMPT_LEN) & (resp_len == 1) & _row_all(mask, mask.values() == 0)
     if eos_token_id is not None and bool(candidate.any()):
         ids = data["input_ids"]
         candidate &= _row_all(ids, ids.values() == eos_token_id)

@@ -77,19 +77,25 @@ def test_entry_points_off_and_no_env_var_means_not_registered():
 
 @pytest.fixture(scope="module")
 def stock_verl(tmp_path_factory):
-    """Real stock verl 0.9.1 (the pinned sdist's own files, no seam), unpacked into a separate path entry."""
+    """Real stock verl (the installed wheel's pinned sdist, own files, no seam), unpacked into a separate path entry."""
     import tarfile
     from pathlib import Path
 
+    from verl.arctic_manifest import manifest
+
+    up = manifest()["upstream"]
+    if up.get("kind", "sdist") != "sdist":
+        pytest.skip(f"this wheel's upstream is {up['kind']}-pinned, not an sdist")
     cache = Path(os.environ.get("ARCTIC_CACHE_DIR", Path.home() / ".cache" / "arctic-verl")) / "sdist"
-    sdist = cache / "verl-0.9.1.tar.gz"
+    sdist = cache / up["sdist"]
     if not sdist.exists():
         pytest.skip("the pinned sdist is not in the cache (./build.sh puts it there)")
+    top = f"{up['project']}-{up['version']}"
     root = tmp_path_factory.mktemp("stock")
     with tarfile.open(sdist) as tf:
-        members = [m for m in tf.getmembers() if m.name.startswith("verl-0.9.1/verl/")]
+        members = [m for m in tf.getmembers() if m.name.startswith(f"{top}/verl/")]
         tf.extractall(root, members=members, filter="data")
-    return root / "verl-0.9.1"
+    return root / top
 
 
 def test_stock_verl_gives_a_clear_error(stock_verl):

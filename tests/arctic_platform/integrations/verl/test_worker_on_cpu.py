@@ -9,6 +9,7 @@ server's dense layout, so a misaligned densify or cut-back shows up as a mismatc
 import pytest
 import torch
 
+from arctic_platform.integrations.verl.compat import SYNTHETIC_PADDING_PROMPT_LEN
 from arctic_platform.integrations.verl.v1.worker import (
     _full_sequence_from_dense,
     _select_rows,
@@ -41,13 +42,14 @@ def _rows(lengths, seed):
 
 def test_padding_rows_and_layout_helpers():
     eos = 3
-    prompts = [[eos] * 127, [5, 6], [eos] * 127]
+    pad = SYNTHETIC_PADDING_PROMPT_LEN  # the installed upstream's synthetic padding prompt length (127 in 0.9.1)
+    prompts = [[eos] * pad, [5, 6], [eos] * pad]
     responses = [[eos], [7], [eos, eos]]
     td = v1_batch(prompts, responses)
     td["response_mask"] = nested([[0], [1], [0, 0]], torch.int64)
     assert synthetic_padding_rows(td, eos).tolist() == [True, False, False]
     sel = _select_rows(td["prompts"], torch.tensor([1, 2]))
-    assert [r.tolist() for r in sel.unbind()] == [[5, 6], [eos] * 127]
+    assert [r.tolist() for r in sel.unbind()] == [[5, 6], [eos] * pad]
     dense = torch.arange(2 * (4 + 3)).reshape(2, 7)  # P=4, R=3
     flat = _full_sequence_from_dense(dense, torch.tensor([2, 0]), torch.tensor([4, 1]), 4)
     assert flat.tolist() == [2, 3, 4, 5, 11]  # row 0 starts at column P-2, row 1 at column P

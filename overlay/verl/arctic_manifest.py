@@ -14,7 +14,7 @@
 """Build manifest of this verl distribution (arctic-verl): upstream pin, patches and overlay it was built from.
 
 ``verl.__version__`` stays the upstream version; the distribution version is ``<upstream>+arctic.<N>``.
-``python -m verl.arctic_build`` prints the manifest.
+``python -m verl.arctic_manifest`` prints the manifest.
 """
 
 import json
