@@ -58,6 +58,7 @@ def main_ppo_command(out: Path, model: Path, train: Path, val: Path, args) -> li
     from arctic_platform.integrations.verl.tasks import repeat_digit
 
     overrides = [
+        f"hydra.run.dir={out / 'hydra'}",  # Hydra's run directory under the run's folder, whatever the cwd
         "remote_backend=arctic",
         "actor_rollout_ref.rollout.name=arctic",
         "trainer.use_v1=true",
