@@ -7,7 +7,7 @@ values by row once, then one slice copy per row and output) at B=1024, P=512, R=
 lengths. Target: >= 10x. ``densify_reference`` (the loop plus validation) is timed too, for context.
 
 CUDA (``--device cuda``): the Triton kernel vs the vectorized torch path on the same GPU, with achieved GB/s of the
-ideal bytes (kernels.md §1.6: 83.9 MB with all rows full -> 17.5 us at 4.8 TB/s; here computed from the real
+ideal bytes (docs/kernels.md §1.6: 83.9 MB with all rows full -> 17.5 us at 4.8 TB/s; here computed from the real
 lengths) and the roofline time.
 
 ``--dry``: tiny shapes, a few repetitions, any device (CI runs it on CPU under TRITON_INTERPRET=1 to prove the
