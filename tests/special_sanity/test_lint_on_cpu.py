@@ -61,11 +61,12 @@ def test_a_format_violation_fails(tree):
 
 def test_verls_line_length_is_the_config(tree):
     """The copy's pyproject.toml is read: a 121-character line violates E501, a 120-character one does not."""
-    ok = "X = " + repr("a" * 114) + "\n"
-    assert len(ok.rstrip("\n")) == 120
-    (tree / "tools" / "mod.py").write_text(ok)
-    assert _lint(tree).returncode == 0
-    (tree / "tools" / "mod.py").write_text("X = " + repr("a" * 115) + "  # noqa-free\n")
+    line = 'X = "' + "a" * 114 + '"'
+    assert len(line) == 120
+    (tree / "tools" / "mod.py").write_text(line + "\n")
+    r = _lint(tree)
+    assert r.returncode == 0, r.stderr
+    (tree / "tools" / "mod.py").write_text(line.replace('"a', '"aa', 1) + "\n")
     r = _lint(tree)
     assert r.returncode == 1 and "E501" in r.stderr, r.stderr
 
