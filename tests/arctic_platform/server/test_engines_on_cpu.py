@@ -143,8 +143,11 @@ def test_forward_backward_matches_verl_loss_and_gradients(tiny_model_dir, traine
     assert m["actor/kl_coef"] == 0.05 and out["avg_loss"] == m["loss"]
     ours = dict(trainer.model.named_parameters())
     for name, p in model.named_parameters():
-        # gradients through 2 layers in float32 from ulp-different log-probs
-        torch.testing.assert_close(ours[name].grad, p.grad, rtol=1e-4, atol=1e-7, msg=name)
+        # gradients through 2 layers in float32 from ulp-different log-probs: the rounding noise of an entry scales
+        # with the magnitudes summed into it, i.e. with the tensor's scale, not the entry's own (near-zero entries
+        # are noise). Measured: max |diff| <= 1.2e-6 x max |grad| for every parameter, any thread count; bound 2e-5.
+        scale = float(p.grad.abs().max())
+        torch.testing.assert_close(ours[name].grad, p.grad, rtol=0, atol=2e-5 * scale, msg=name)
 
 
 def test_micro_batches_do_not_change_loss_or_gradient(tiny_model_dir):
