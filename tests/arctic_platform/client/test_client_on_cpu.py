@@ -327,11 +327,11 @@ async def test_a_failed_job_reports_its_reason_at_once_and_cleans_up(tiny_model_
     shutil.copytree(tiny_model_dir, broken)
     (broken / "model.safetensors").write_bytes(b"garbage")
     c = AsyncArcticRLClient(_config(broken, tmp_path, training_gpus=0, log_prob_gpus=0, job_ready_timeout=600))
-    t0 = time.monotonic()
     with pytest.raises(ArcticRLJobError) as ei:
         await c.start()
-    assert time.monotonic() - t0 < 60  # a terminal state ends the wait; job_ready_timeout is 600 s
     e = ei.value
+    # a terminal state ends the wait at once: waiting out job_ready_timeout (600 s) would raise "still <state> after
+    # job_ready_timeout" instead of the server's reason, so no timing assertion is needed
     assert e.job_status == "failed" and "initialization failed" in e.reason and "sub_jobs=[sampling=failed]" in e.reason
     assert c._server.proc.poll() is not None  # the server this client started is stopped again
 
