@@ -211,6 +211,12 @@ case "$CMD" in
   test)
     do_build
     do_install "[test]"
+    # Lint first (verl's ruff config, ruff pinned in the `test` extra): a violation fails the run before pytest.
+    stage lint
+    if ! "$ENV_PY" "$REPO/tools/lint.py" --root "$REPO" >/dev/null; then
+      die "lint failed: the ruff violations above must be fixed before the tests run"
+    fi
+    done_stage "ruff check + ruff format --check clean"
     stage test
     # Run from an empty directory: neither pytest nor Ray workers (which inherit the cwd) may import the source tree.
     TEST_CWD="$REPO/build/test-cwd"

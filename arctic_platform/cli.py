@@ -41,7 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "smoke": ("arctic_platform.smoke", "CPU GRPO smoke run through verl V1 + the embedded backend (must learn)"),
     "launcher": ("arctic_platform.launchers", "print the path of a launcher script shipped in the wheel"),
     "prepare-gsm8k": (
-        "arctic_platform.integrations.verl.examples.gsm8k",
+        "arctic_platform.integrations.verl.tasks.gsm8k",
         "convert local GSM8K parquet/jsonl files into verl's RL data format",
     ),
 }

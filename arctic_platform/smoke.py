@@ -59,9 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main_ppo_command(out: Path, model: Path, train: Path, val: Path, args) -> list[str]:
-    from arctic_platform.integrations.verl.examples import digit_task
+    from arctic_platform.integrations.verl.tasks import repeat_digit
 
     overrides = [
+        f"hydra.run.dir={out / 'hydra'}",  # Hydra's run directory under the run's folder, whatever the cwd
         "remote_backend=arctic",
         "actor_rollout_ref.rollout.name=arctic",
         "trainer.use_v1=true",
@@ -88,7 +89,7 @@ def main_ppo_command(out: Path, model: Path, train: Path, val: Path, args) -> li
         "actor_rollout_ref.rollout.agent.num_workers=1",
         f"actor_rollout_ref.rollout.seed={args.seed}",
         "reward.num_workers=1",
-        f"reward.custom_reward_function.path={digit_task.__file__}",
+        f"reward.custom_reward_function.path={repeat_digit.__file__}",
         "reward.custom_reward_function.name=compute_score",
         "trainer.n_gpus_per_node=1",
         "trainer.nnodes=1",
@@ -204,7 +205,7 @@ def write_outputs(out: Path, steps: dict[int, dict]) -> None:
 
 def run(args) -> int:
     from arctic_platform.fixtures import make_tiny_model
-    from arctic_platform.integrations.verl.examples import digit_task
+    from arctic_platform.integrations.verl.tasks import repeat_digit
 
     if args.n < 4:
         print("smoke: --n must be >= 4 (GRPO group size)", file=sys.stderr)
@@ -215,7 +216,7 @@ def run(args) -> int:
     model = out / "model"
     if not (model / "config.json").exists():
         make_tiny_model(model, seed=args.seed)
-    train, val = digit_task.write_dataset(out / "data", seed=args.seed)
+    train, val = repeat_digit.write_dataset(out / "data", seed=args.seed)
     metrics_path = out / "verl_metrics.jsonl"
     metrics_path.unlink(missing_ok=True)
     env = {

@@ -3,8 +3,6 @@
 """Cheap root conftest: no torch, verl or ray at import time.
 
 * ``*_on_cpu.py`` files get the ``cpu`` marker (``-m cpu`` selects them); other test files may assume a GPU.
-* ``port_block``: 8 contiguous ports per xdist worker (``base = 20000 + 8 * worker_index + 400 * run_slot``), never a
-  port found by binding port 0 and handed on.
 * Tests import the installed wheel. Running from a source checkout without ``./build.sh test`` is refused, so a test
   can never pass against the repo's unbuilt files.
 """
@@ -21,8 +19,6 @@ REPO = Path(__file__).resolve().parent.parent
 # choice must be made before any test module is collected: the interpreter on CPU-only hosts, unless set explicitly.
 if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")):
     os.environ.setdefault("TRITON_INTERPRET", "1")
-PORT_BASE = int(os.environ.get("ARCTIC_TEST_PORT_BASE", "20000"))
-PORTS_PER_WORKER = 8
 
 
 def pytest_collection_modifyitems(config, items):
@@ -41,18 +37,6 @@ def pytest_sessionstart(session):
             raise pytest.UsageError(
                 f"{name} resolves to the source tree ({origin}); tests must import the installed wheel"
             )
-
-
-def worker_index() -> int:
-    wid = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    return int(wid[2:]) if wid.startswith("gw") and wid[2:].isdigit() else 0
-
-
-@pytest.fixture(scope="session")
-def port_block() -> list[int]:
-    """8 ports reserved for this xdist worker."""
-    base = PORT_BASE + PORTS_PER_WORKER * worker_index()
-    return list(range(base, base + PORTS_PER_WORKER))
 
 
 @pytest.fixture(scope="session")

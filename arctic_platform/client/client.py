@@ -47,19 +47,20 @@ logger = logging.getLogger("arctic_platform.client")
 
 __all__ = ["ArcticRLClient", "AsyncArcticRLClient", "normalize_state", "TERMINAL_STATES"]
 
-TERMINAL_STATES = ("failed", "terminated", "done", "cancelled", "canceled")
+TERMINAL_STATES = ("failed", "terminated", "done", "cancelled")  # after normalize_state (which maps "canceled")
 HANDLE_VERSION = 1
 UPDATE_PROCESSING = {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": "verl_grpo"}
 FORWARD_PROCESSING = {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": None}
 
 
 def normalize_state(state: Any) -> str:
-    """Lower case, without a ``job_state_`` / ``request_state_`` prefix (Cortex compatibility)."""
+    """Lower case, without a ``job_state_`` / ``request_state_`` prefix (Cortex compatibility), and one spelling of
+    cancelled: servers send both ``cancelled`` and ``canceled``."""
     s = str(state or "").strip().lower()
     for prefix in ("job_state_", "request_state_"):
         if s.startswith(prefix):
             s = s[len(prefix) :]
-    return s
+    return "cancelled" if s == "canceled" else s
 
 
 def _job_id(v: int | str | None) -> int | str | None:

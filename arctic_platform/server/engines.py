@@ -30,6 +30,7 @@ as greedy sampling reports log-probs at T = 1); ``logprobs[:, i] = log P(input_i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -377,9 +378,6 @@ class _ModelEngine:
             out["entropy"] = torch.cat(ents).float()
         return {"batch": out, "metrics": {}}
 
-    def weight_norm(self) -> tuple[float, int]:
-        return weight_norm(self.model)
-
 
 _ALLOWED_POST = {"apply_temperature", "compute_entropy_and_logprobs"}
 _ALLOWED_LOSS_FNS = {None, "verl_grpo", "verl_ppo", "vanilla"}
@@ -469,7 +467,7 @@ class TrainingEngine(_ModelEngine):
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _lr_lambda_factory(training))
         self.global_steps = 0
         self.policy_version = 0
-        self.pending_backward = 0
+        self.saved: list[tuple[int, Path]] = []  # (step, target) of this job's saves, oldest first: pruning
         self.model.zero_grad(set_to_none=True)
 
     # ---- loss ----
@@ -536,7 +534,6 @@ class TrainingEngine(_ModelEngine):
             parts["count"] = r["response_mask"].sum().detach()
             for k, v in parts.items():
                 totals[k] = totals.get(k, 0) + v.to("cpu", torch.float64) if not single else v
-        self.pending_backward += 1
         metrics = self._metrics(totals, single, cfg)
         return {"metrics": metrics, "avg_loss": metrics["loss"]}
 
@@ -584,7 +581,6 @@ class TrainingEngine(_ModelEngine):
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         self.global_steps += 1
-        self.pending_backward = 0
         return {
             "metrics": {"grad_norm": float(grad_norm), "last_lr": float(used_lr)},
             "global_steps": self.global_steps,
@@ -593,7 +589,12 @@ class TrainingEngine(_ModelEngine):
 
     # ---- checkpoints ----
     def save(self, root: Path, step: int | None, save_total_limit: int | None, export_hf: bool = False) -> dict:
-        """Write ``root/checkpoint-<step>/`` (safetensors + JSON) atomically, point ``root/latest`` at it, prune."""
+        """Write ``root/checkpoint-<step>/`` (safetensors + JSON) atomically, point ``root/latest`` at it, prune.
+
+        ``save_total_limit=N`` keeps the N newest (by step) of: the ``checkpoint-*`` children of ``root`` and the
+        checkpoints this job saved under other roots (verl saves every step under its own ``global_step_<n>/actor``
+        root). A pruned checkpoint's root loses its ``latest`` when it named it, and the root goes when left empty.
+        """
         from safetensors.torch import save_file
 
         step = self.global_steps if step is None else int(step)
@@ -640,16 +641,32 @@ class TrainingEngine(_ModelEngine):
         latest_tmp = root / f".latest.tmp-{os.getpid()}"
         latest_tmp.write_text(name + "\n")
         os.replace(latest_tmp, root / "latest")
+        done = target.resolve()
+        self.saved = [(st, p) for st, p in self.saved if p != done] + [(step, done)]
         if save_total_limit is not None and save_total_limit > 0:
-            ckpts = sorted(
-                (int(m.group(1)), p)
-                for p in root.iterdir()
-                if p.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", p.name))
-            )
-            for _, p in ckpts[: max(0, len(ckpts) - save_total_limit)]:
-                if p != target:
-                    shutil.rmtree(p, ignore_errors=True)
+            self._prune(root.resolve(), done, save_total_limit)
         return {"path": str(target), "hf_path": hf_path, "global_step": step}
+
+    def _prune(self, root: Path, target: Path, keep: int) -> None:
+        here = {
+            p: int(m.group(1))
+            for p in root.iterdir()
+            if p.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", p.name))
+        }
+        order = {p: i for i, (_, p) in enumerate(self.saved)}  # a tie in steps: the earlier save goes first
+        ckpts = sorted(
+            {**{p: st for st, p in self.saved}, **here}.items(), key=lambda kv: (kv[1], order.get(kv[0], -1))
+        )
+        for p, _ in ckpts[: max(0, len(ckpts) - keep)]:
+            if p == target:
+                continue
+            shutil.rmtree(p, ignore_errors=True)
+            latest = p.parent / "latest"
+            if latest.is_file() and latest.read_text().strip() == p.name:
+                latest.unlink()
+                with contextlib.suppress(OSError):
+                    p.parent.rmdir()  # only when empty: a root may hold other files
+        self.saved = [(st, p) for st, p in self.saved if p.exists()]
 
     def load(self, target: Path) -> dict:
         """Restore model, optimizer, scheduler, step counters and RNG from a checkpoint folder."""
@@ -685,7 +702,6 @@ class TrainingEngine(_ModelEngine):
         self.global_steps = int(state["global_steps"])
         self.policy_version = int(state["policy_version"])
         self.model.zero_grad(set_to_none=True)
-        self.pending_backward = 0
         return {"path": str(target), "global_step": self.global_steps, "policy_version": self.policy_version}
 
 

@@ -22,7 +22,8 @@
 | ``v1/replica.py`` | ``ArcticV1Replica``: ``RolloutReplica`` whose server forwards ``generate`` to the backend |
 | ``v1/server.py`` | ``ArcticV1LLMServer``: the Ray actor serving ``generate`` -> ``TokenOutput`` |
 | ``config/remote_backend/arctic.yaml`` | the ``remote_backend=arctic`` Hydra group entry (defaults documented) |
-| ``examples/`` | smoke and H200 launchers |
+| ``tasks/`` | task code of the shipped runs: the smoke's data set + reward, ``prepare-gsm8k`` |
+| ``examples/`` | launch scripts only (the H200 GSM8K launcher) |
 """
 
 # Import verl first, so that importing any module of this package (say the adapter) before verl cannot cut the

@@ -118,11 +118,6 @@ class RemoteBackendRegistry:
         return sorted(cls._backends)
 
     @classmethod
-    def create(cls, name: str, main_config: DictConfig) -> RemoteBackend:
-        """``get(name).from_config(main_config)``."""
-        return cls.get(name).from_config(main_config)
-
-    @classmethod
     def register_worker(cls, name: str, loader: Callable[[], type]) -> None:
         """Register a zero-argument ``loader`` returning the forwarder worker class of backend ``name``.
 

@@ -212,9 +212,11 @@ def test_loss_gradient_and_update_match_verl_over_http(client, tiny_model_dir, a
     from safetensors.torch import load_file
 
     server_after = load_file(str(after / "model.safetensors"))
-    # Adam divides by sqrt(v): where the gradient is (nearly) zero, e.g. elements of k_proj.bias at ~1e-8, the step
-    # is float noise / noise and its sign depends on reduction order. Compare the update exactly where the gradient
-    # is defined (|g| >= 1e-5: ulp noise then moves the step by < 1e-8), and only bound it elsewhere.
+    # Adam divides by sqrt(v): where the gradient is tiny the step is dominated by its float noise (noise / noise), and
+    # its sign depends on reduction order. Tiny gradients occur in every tensor (11-14% of the entries here), e.g. in
+    # k_proj.bias: a shift shared by all keys cancels in the softmax and RoPE barely rotates its low-frequency
+    # dimensions, so their gradient is small but not zero. Compare the update exactly where the gradient is defined
+    # (|g| >= 1e-5), and only bound it elsewhere.
     lr = opt.param_groups[0]["lr"]
     compared = total = 0
     for n, p in model.named_parameters():
@@ -223,7 +225,9 @@ def test_loss_gradient_and_update_match_verl_over_http(client, tiny_model_dir, a
         torch.testing.assert_close(server_after[n][defined], p.detach()[defined], rtol=0, atol=2e-6, msg=n)
         moved = (server_after[n][~defined] - before_w[n][~defined]).abs()
         assert moved.numel() == 0 or float(moved.max()) <= 5 * lr, n  # Adam's step is O(lr) whatever the noise
-    assert compared >= 0.75 * total, (compared, total)  # the exact check covers most weights (86% here)
+    # The exact check covers most weights: 86-89% in file order (the share of |g| >= 1e-5 depends on the weights the
+    # module's earlier tests left, not on threads; 0.9 failed for every loss_agg_mode), so the bound is 3/4.
+    assert compared >= 0.75 * total, (compared, total)
 
 
 def test_reattach_from_another_process_creates_and_destroys_nothing(client, tmp_path):
@@ -323,11 +327,11 @@ async def test_a_failed_job_reports_its_reason_at_once_and_cleans_up(tiny_model_
     shutil.copytree(tiny_model_dir, broken)
     (broken / "model.safetensors").write_bytes(b"garbage")
     c = AsyncArcticRLClient(_config(broken, tmp_path, training_gpus=0, log_prob_gpus=0, job_ready_timeout=600))
-    t0 = time.monotonic()
     with pytest.raises(ArcticRLJobError) as ei:
         await c.start()
-    assert time.monotonic() - t0 < 60  # a terminal state ends the wait; job_ready_timeout is 600 s
     e = ei.value
+    # a terminal state ends the wait at once: waiting out job_ready_timeout (600 s) would raise "still <state> after
+    # job_ready_timeout" instead of the server's reason, so no timing assertion is needed
     assert e.job_status == "failed" and "initialization failed" in e.reason and "sub_jobs=[sampling=failed]" in e.reason
     assert c._server.proc.poll() is not None  # the server this client started is stopped again
 

@@ -98,3 +98,21 @@ def test_cortex_from_env_with_a_fake_environment():
     assert CortexConfig.from_env({"ARCTIC_CORTEX_BASE_URL": "http://mock"}).base_url == "http://mock"
     cfg = ArcticRLClientConfig(model_name="m", backend=c)
     assert cfg.backend.type == "cortex"
+
+
+@pytest.mark.parametrize(
+    "sent,seen",
+    [
+        ("cancelled", "cancelled"),
+        ("canceled", "cancelled"),  # both spellings reach the client; one name inside it
+        ("JOB_STATE_CANCELED", "cancelled"),
+        ("REQUEST_STATE_RUNNING", "running"),
+        (" Terminated ", "terminated"),
+        (None, ""),
+    ],
+)
+def test_job_states_are_normalized_to_one_spelling(sent, seen):
+    from arctic_platform.client.client import TERMINAL_STATES, normalize_state
+
+    assert normalize_state(sent) == seen
+    assert set(TERMINAL_STATES) == {"failed", "terminated", "done", "cancelled"}

@@ -143,8 +143,11 @@ def test_forward_backward_matches_verl_loss_and_gradients(tiny_model_dir, traine
     assert m["actor/kl_coef"] == 0.05 and out["avg_loss"] == m["loss"]
     ours = dict(trainer.model.named_parameters())
     for name, p in model.named_parameters():
-        # gradients through 2 layers in float32 from ulp-different log-probs
-        torch.testing.assert_close(ours[name].grad, p.grad, rtol=1e-4, atol=1e-7, msg=name)
+        # gradients through 2 layers in float32 from ulp-different log-probs: the rounding noise of an entry scales
+        # with the magnitudes summed into it, i.e. with the tensor's scale, not the entry's own (near-zero entries
+        # are noise). Measured: max |diff| <= 1.2e-6 x max |grad| for every parameter, any thread count; bound 2e-5.
+        scale = float(p.grad.abs().max())
+        torch.testing.assert_close(ours[name].grad, p.grad, rtol=0, atol=2e-5 * scale, msg=name)
 
 
 def test_micro_batches_do_not_change_loss_or_gradient(tiny_model_dir):
@@ -225,6 +228,33 @@ def test_save_total_limit_prunes_oldest(trainer, tmp_path):
     for step in (1, 2, 3, 4):
         trainer.save(tmp_path, step=step, save_total_limit=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-3", "checkpoint-4", "latest"]
+
+
+def test_save_total_limit_prunes_this_jobs_saves_in_verls_step_folders(trainer, tmp_path):
+    """verl saves step n under ``global_step_<n>/actor`` (max_actor_ckpt_to_keep -> save_total_limit): the server
+    prunes the job's older saves there too, their ``latest`` and emptied folder with them, and nothing else."""
+    (tmp_path / "global_step_1").mkdir()
+    (tmp_path / "global_step_1" / "data.pt").write_bytes(b"verl's own")  # verl's file next to the backend's folder
+    for step in (1, 2, 3):
+        trainer.save(tmp_path / f"global_step_{step}" / "actor", step=step, save_total_limit=2)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "global_step_1",
+        "global_step_1/data.pt",
+        "global_step_2",
+        "global_step_2/actor",
+        "global_step_2/actor/checkpoint-2",
+        *(f"global_step_2/actor/checkpoint-2/{f}" for f in ("model.safetensors", "optimizer.safetensors")),
+        "global_step_2/actor/checkpoint-2/trainer_state.json",
+        "global_step_2/actor/latest",
+        "global_step_3",
+        "global_step_3/actor",
+        "global_step_3/actor/checkpoint-3",
+        *(f"global_step_3/actor/checkpoint-3/{f}" for f in ("model.safetensors", "optimizer.safetensors")),
+        "global_step_3/actor/checkpoint-3/trainer_state.json",
+        "global_step_3/actor/latest",
+    ]
+    trainer.save(tmp_path / "global_step_4" / "actor", step=4, save_total_limit=None)  # no limit: nothing pruned
+    assert (tmp_path / "global_step_2" / "actor" / "checkpoint-2").is_dir()
 
 
 # ------------------------------------------------------------------------------------------------

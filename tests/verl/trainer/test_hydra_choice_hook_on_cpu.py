@@ -110,14 +110,16 @@ def test_hook_keeps_explicit_async_mode_and_warns(compose, monkeypatch, caplog):
     assert any("remote_backend choice 'dummy' ignored:" in r.getMessage() for r in caplog.records)
 
 
-def _run_main(args, timeout=240):
+def _run_main(args, run_dir, timeout=240):
+    """main_ppo with its Hydra run directory (and cwd) under ``run_dir``, never an ``outputs/`` in the caller's cwd."""
     env = {**os.environ, "HYDRA_FULL_ERROR": "1", "VERL_USE_EXTERNAL_PLUGINS": "none"}
     return subprocess.run(
-        [sys.executable, "-m", "verl.trainer.main_ppo", *args],
+        [sys.executable, "-m", "verl.trainer.main_ppo", f"hydra.run.dir={run_dir / 'hydra'}", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         env=env,
+        cwd=run_dir,
     )
 
 
@@ -129,8 +131,9 @@ def _run_main(args, timeout=240):
         pytest.param(["remote_backend=dummy", "trainer.use_v1=false"], id="choice-with-v0"),
     ],
 )
-def test_main_rejects_a_backend_the_stock_trainer_would_ignore(extra, plugin_conf_dir):
-    r = _run_main([f"hydra.searchpath=[file://{plugin_conf_dir}]", *extra])
+def test_main_rejects_a_backend_the_stock_trainer_would_ignore(extra, plugin_conf_dir, tmp_path):
+    r = _run_main([f"hydra.searchpath=[file://{plugin_conf_dir}]", *extra], tmp_path)
     assert r.returncode != 0
+    assert (tmp_path / "hydra" / ".hydra" / "overrides.yaml").exists() and not (tmp_path / "outputs").exists()
     assert "trainer.remote_backend='dummy' requires trainer.v1.trainer_mode=remote_backend" in r.stderr
     assert "ray init kwargs" not in r.stdout  # failed before Ray started

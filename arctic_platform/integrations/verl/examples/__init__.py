@@ -12,4 +12,4 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 # SPDX-License-Identifier: Apache-2.0
-"""Example tasks and launchers of the arctic plugin (the CPU smoke task, the H200 GSM8K launcher)."""
+"""Launch scripts of the arctic plugin (``arctic-verl launcher NAME`` prints their paths); task code: ``tasks/``."""

@@ -24,6 +24,7 @@
 #   ZORRO=1             forest cascade attention on the vLLM sampler (cudagraph_mode forced to PIECEWISE)
 #   ATTN_IMPL           attention implementation; default chosen from the GPU name (flash_attention_3 on H100/H200)
 #   EXTRA_ENV_CHECK=0   skip the nvidia-smi probe (for --dry-run on machines without GPUs)
+#   RUN_DIR             Hydra's run directory (config + log); default runs/grpo_arl_v1/<UTC time> in the cwd
 # --dry-run composes and validates the whole Hydra config, prints it, and launches nothing.
 set -euo pipefail
 
@@ -92,6 +93,7 @@ fi
 
 CMD=(python3 -m verl.trainer.main_ppo
   remote_backend=arctic
+  "hydra.run.dir=${RUN_DIR:-runs/grpo_arl_v1/$(date -u +%Y-%m-%d_%H-%M-%S)}"
   actor_rollout_ref.rollout.name=arctic
   algorithm.adv_estimator=grpo
   "data.train_files=$DATA_DIR/train.parquet"

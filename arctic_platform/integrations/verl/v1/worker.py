@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 from typing import Any, Optional
 
@@ -386,14 +385,9 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         """Model + optimizer + scheduler + policy version, saved by the backend under ``local_path``."""
         if hdfs_path:
             raise ValueError("the arctic backend saves on its own filesystem; trainer.default_hdfs_dir is unsupported")
-        reply = await self.backend.save_checkpoint(path=local_path, step=int(global_step), save_total_limit=None)
-        # verl's max_actor_ckpt_to_keep: drop this process's oldest saves (each lives in its own global_step folder)
-        self._saved = [p for p in getattr(self, "_saved", []) if p != local_path] + [local_path]
-        if max_ckpt_to_keep and len(self._saved) > max_ckpt_to_keep:
-            for old in self._saved[: -int(max_ckpt_to_keep)]:
-                shutil.rmtree(old, ignore_errors=True)
-            self._saved = self._saved[-int(max_ckpt_to_keep) :]
-        return reply
+        # verl's max_actor_ckpt_to_keep: the server prunes (it tracks the job's saves across verl's step folders)
+        keep = int(max_ckpt_to_keep) if max_ckpt_to_keep and int(max_ckpt_to_keep) > 0 else None
+        return await self.backend.save_checkpoint(path=local_path, step=int(global_step), save_total_limit=keep)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     async def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False):

@@ -87,7 +87,7 @@ def test_h200_launcher_dry_run_reports_an_invalid_config(gsm8k_dir, tiny_model):
 
 
 def test_digit_task_reward_gives_partial_credit():
-    from arctic_platform.integrations.verl.examples.digit_task import compute_score, make_rows
+    from arctic_platform.integrations.verl.tasks.repeat_digit import compute_score, make_rows
 
     assert compute_score("s", "7777", "7") == 1.0
     assert compute_score("s", "1234", "7") == 0.5

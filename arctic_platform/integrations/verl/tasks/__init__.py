@@ -1,0 +1,21 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""Task code the shipped runs use: data sets and rewards (``examples/`` holds only launch scripts).
+
+| Module | Used by |
+|---|---|
+| ``repeat_digit.py`` | ``arctic-verl smoke``: the "Repeat the digit" data set and its partial-credit reward |
+| ``gsm8k.py`` | ``arctic-verl prepare-gsm8k``: local GSM8K files -> verl's RL parquet (for the H200 launcher) |
+"""
