@@ -8,8 +8,8 @@ lengths. Target: >= 10x. ``densify_reference`` (the loop plus validation) is tim
 
 CUDA (``--device cuda``): the Triton kernel vs the vectorized torch path on the same GPU: the launch alone under
 ``do_bench_cudagraph`` (``triton_kernel_cudagraph``), with output allocation, and with validation, with achieved
-GB/s of the ideal bytes (docs/kernels.md §1.6: 83.9 MB with all rows full -> 17.5 us at 4.8 TB/s; here computed from the real
-lengths) and the roofline time.
+GB/s of the ideal bytes (docs/kernels.md §1.6: 83.9 MB with all rows full -> 17.5 us at 4.8 TB/s; here computed from
+the real lengths) and the roofline time.
 
 ``--dry``: tiny shapes, a few repetitions, any device (CI runs it on CPU under TRITON_INTERPRET=1 to prove the
 script works; its numbers mean nothing).
