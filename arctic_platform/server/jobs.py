@@ -135,7 +135,8 @@ class Job:
             "device": self.device,
             "dtype": self.dtype,
             "checkpoint_path": str(self.checkpoint_root) if self.checkpoint_root else None,
-            "sync_path": None,  # weight sync is an in-process copy; no file
+            # The reference's file-sync target. This server syncs by an in-process copy and never writes it.
+            "sync_path": str(self.checkpoint_root / "weight_sync.pt") if self.checkpoint_root else None,
             "cuda_ipc": self.config.cuda_ipc,
             "low_memory": self.config.low_memory,
         }

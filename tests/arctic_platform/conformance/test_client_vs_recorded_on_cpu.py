@@ -13,8 +13,6 @@ every reply is checked to have been parsed. A bare text 500 (what the reference 
 a JSON 4xx reach the user with the server's own words, and the next call on the same client still works.
 """
 
-from __future__ import annotations
-
 import collections
 import json
 import threading
