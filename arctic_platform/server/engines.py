@@ -414,7 +414,7 @@ class _ModelEngine:
     def log_probs_text(self, tokenizer, prompts: list, completions: list | None, top_k: int = 1) -> list[dict]:
         """``/log-probs``: log-probs (T = 1) of every token of prompt + completion given the tokens before it, in the
         reference's vLLM result shape (``prompt_logprobs``: per position ``{str(id): {logprob, rank}}`` holding the
-        actual token and the ``top_k`` best; position 0 is None). Nothing is generated."""
+        actual token and the ``top_k`` best; position 0 is None), plus one greedy token as vLLM's ``max_tokens=1``."""
         rows: list[list[int]] = []
         plens: list[int] = []
         for i, p in enumerate(prompts):
@@ -455,13 +455,14 @@ class _ModelEngine:
                     if str(tok) not in entry:
                         entry[str(tok)] = {"logprob": float(row[tok]), "rank": int((row > row[tok]).sum()) + 1}
                     plps.append(entry)
+                nxt = int(logits[0, -1].argmax())  # as the reference's vLLM path: one greedy token (max_tokens=1, T=0)
                 out.append(
                     {
-                        "text": "",
-                        "token_ids": [],
+                        "text": tokenizer.decode([nxt]),
+                        "token_ids": [nxt],
                         "finish_reason": "length",
                         "prompt_len": len(ids),
-                        "generation_len": 0,
+                        "generation_len": 1,
                         "prefix_cache_len": 0,
                         "prompt_token_ids": ids,  # extension: the scored ids (prompt + completion)
                         "completion_start": pl,  # extension: index of the first completion token
