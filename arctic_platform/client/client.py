@@ -369,7 +369,7 @@ class AsyncArcticRLClient:
         """One PPO mini-batch: verl policy loss + backward on the training job (gradients accumulate to ``step``).
 
         Args:
-            batch: protocol §4 tensors (``input_ids``, ``attention_mask``, ``prompts``, ``responses``,
+            batch: docs/arctic-rl-protocol.md §5 tensors (``input_ids``, ``attention_mask``, ``prompts``, ``responses``,
                 ``response_mask``, ``old_log_probs``, ``advantages``, optional ``ref_log_prob``,
                 ``rollout_is_weights``, ``position_ids``); response-aligned ones as ``[b, R]`` or left-padded
                 ``[b, P+R]``.

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 # SPDX-License-Identifier: Apache-2.0
-"""FastAPI app of the embedded Arctic RL server (main-generation endpoint names, protocol §2.1).
+"""FastAPI app of the embedded Arctic RL server (docs/arctic-rl-protocol.md §2; endpoints: docs/arctic-rl-server.md).
 
 ``create_app(ServerSettings(...))`` returns the ASGI app; :mod:`arctic_platform.server.__main__` serves it with
 uvicorn. Request bodies: ``application/octet-stream`` is an :mod:`arctic_platform.wire` frame, ``application/json``

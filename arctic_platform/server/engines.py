@@ -23,7 +23,7 @@ Every engine owns its own ``AutoModelForCausalLM`` (CPU float32 by default, CUDA
 * :class:`ForwardEngine` (job ``log_prob``): forward-only log-probs with the initial weights.
 
 Engines are not thread-safe; the job registry serialises calls with one lock per job. Log-prob conventions (all
-paths, protocol §5.1 and §6.2 item 4): logits are divided by the temperature given (``temperature <= 0`` means 1.0,
+paths, docs/arctic-rl-protocol.md §6): logits are divided by the temperature given (``temperature <= 0`` means 1.0,
 as greedy sampling reports log-probs at T = 1); ``logprobs[:, i] = log P(input_ids[:, i + 1])`` on real tokens,
 0 elsewhere (the last column, padding, and the slot before the first real token).
 """
@@ -157,7 +157,7 @@ def weight_norm(model) -> tuple[float, int]:
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """(cumsum(mask) - 1).clamp(min=0) * mask (protocol §4, ``drop_position_ids``)."""
+    """(cumsum(mask) - 1).clamp(min=0) * mask (docs/arctic-rl-protocol.md §5, ``drop_position_ids``)."""
     m = attention_mask.long()
     return (m.cumsum(-1) - 1).clamp(min=0) * m
 
@@ -191,7 +191,7 @@ def model_logits(model, input_ids, attention_mask, position_ids, temperature: fl
 
 
 # ------------------------------------------------------------------------------------------------
-# batch schema (protocol §4 dense layout)
+# batch schema (docs/arctic-rl-protocol.md §5 dense layout)
 # ------------------------------------------------------------------------------------------------
 
 
@@ -215,7 +215,7 @@ def _int_2d(batch: dict, key: str, shape=None) -> torch.Tensor:
 
 @dataclass
 class DenseBatch:
-    """A validated §4 batch on the engine's device."""
+    """A validated batch (docs/arctic-rl-protocol.md §5) on the engine's device."""
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
@@ -226,7 +226,7 @@ class DenseBatch:
 
 
 def parse_dense_batch(batch: Any, meta: dict, *, vocab_size: int, max_seq_len: int, need_response: bool) -> DenseBatch:
-    """Validate ``batch`` against the §4 layout; response-aligned fields come back as ``[b, R]``.
+    """Validate ``batch`` against the dense layout (docs/arctic-rl-protocol.md §5); response fields return ``[b, R]``.
 
     Response-aligned fields are accepted as ``[b, R]`` or left-padded ``[b, P+R]`` (the protocol's wire form, which
     is canonical); P is the width of ``batch.prompts`` or ``meta.max_prompt_len``.
@@ -484,7 +484,7 @@ _ALLOWED_LOSS_FNS = set(ALLOWED_LOSS_FNS)
 
 
 def _check_processing(processing: dict | None, *, forward_only: bool) -> None:
-    """Names resolve only from a fixed allow-list (protocol §4); temperature is applied on every path regardless."""
+    """Names resolve only from a fixed allow-list (docs/arctic-rl-protocol.md §5); temperature applies on every path."""
     if processing is None:
         return
     if not isinstance(processing, dict):
@@ -600,7 +600,7 @@ class TrainingEngine(_ModelEngine):
         want_entropy = bool(meta.get("calculate_entropy", False)) or cfg.entropy_coeff != 0.0
         P, R = db.prompt_len, db.response_len
         mask = db.resp["response_mask"]
-        # Global denominators (protocol §4 meta): given for the whole mini-batch, else this call's own.
+        # Global denominators (docs/arctic-rl-protocol.md §5 meta): for the whole mini-batch, else this call's own.
         bnt = _num(meta, "batch_num_tokens")
         gbs = _num(meta, "global_batch_size")
         micro = meta.get("micro_batch_size") or self.training.micro_batch_size or len(db.input_ids)
@@ -703,7 +703,7 @@ class TrainingEngine(_ModelEngine):
 
     # ---- checkpoints ----
     def save(self, root: Path, step: int | None, save_total_limit: int | None, export_hf: bool = False) -> dict:
-        """Save as the reference does (docs/arctic-rl-protocol.md §5): with ``step``, into ``root/checkpoint-<step>/``
+        """Save as the reference does (docs/arctic-rl-protocol.md §8): with ``step``, into ``root/checkpoint-<step>/``
         (atomically) and ``root/latest`` = the step; without, into ``root`` itself. ``save_total_limit`` prunes the
         oldest ``checkpoint-*`` children of ``root`` either way. ``global_step`` is the engine's optimizer step count.
         """
@@ -873,7 +873,7 @@ class SamplingEngine(_ModelEngine):
     def load_weights_from(self, source_model) -> None:
         _copy_weights(source_model, self.model)
 
-    # ---- sleep / wake (docs/arctic-rl-protocol.md §5) ----
+    # ---- sleep / wake (docs/arctic-rl-protocol.md §7) ----
     def sleep(self, level: int) -> dict:
         if level not in (1, 2):
             raise RequestError(f"sleep level must be 1 or 2, got {level}")
