@@ -102,6 +102,15 @@ CAPABILITIES = ("token_ids", "policy_version", "rollout_logprobs", "job_states")
 
 RESPONSE_FIELDS = ("response_mask", "old_log_probs", "advantages", "ref_log_prob", "rollout_is_weights", "loss_mask")
 """Response-aligned batch tensors: ``[b, R]`` or left-padded ``[b, P+R]`` on the wire."""
+RESPONSE_PAD_VALUES = {
+    "response_mask": 0,
+    "old_log_probs": 0.0,
+    "advantages": 0.0,
+    "ref_log_prob": 0.0,
+    "rollout_is_weights": 1.0,
+    "loss_mask": 0,
+}
+"""Right-padding value of each response-aligned tensor (IS weights pad with a neutral 1.0)."""
 UPDATE_PROCESSING = {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": "verl_grpo"}
 FORWARD_PROCESSING = {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": None}
 ALLOWED_POST = ("apply_temperature", "compute_entropy_and_logprobs")

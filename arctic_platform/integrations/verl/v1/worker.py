@@ -41,7 +41,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDict
 
-from arctic_platform.protocol import FORWARD_PROCESSING, UPDATE_PROCESSING
+from arctic_platform.protocol import FORWARD_PROCESSING, RESPONSE_PAD_VALUES, UPDATE_PROCESSING
 from verl.remote_backend.worker_utils import normalize_backend_metrics
 from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
 # response-aligned fields update_actor sends, with their pad values (rollout_is_weights pads with a neutral 1.0)
-UPDATE_FIELDS = {"response_mask": 0, "old_log_probs": 0.0, "advantages": 0.0, "ref_log_prob": 0.0}
+UPDATE_FIELDS = {k: RESPONSE_PAD_VALUES[k] for k in ("response_mask", "old_log_probs", "advantages", "ref_log_prob")}
 IS_WEIGHTS = "rollout_is_weights"
 ACTOR_CONFIG_KEYS = (
     "clip_ratio",
@@ -297,7 +297,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         if not self.config.actor.use_kl_loss:
             fields.pop("ref_log_prob")
         if IS_WEIGHTS in data.keys():
-            fields[IS_WEIGHTS] = 1.0
+            fields[IS_WEIGHTS] = RESPONSE_PAD_VALUES[IS_WEIGHTS]
         for name in fields:
             if name not in data.keys():
                 raise KeyError(f"update_actor: field {name!r} is missing from the batch")
