@@ -152,16 +152,18 @@ def _where(path: str) -> str:
     return path or "<root>"
 
 
-def _check_json(x: Any, path: str) -> None:
-    """Refuse what ``json.dumps`` would reject or silently change beyond the documented tuple/int-key rules."""
+def _json_value(x: Any, path: str) -> Any:
+    """``x`` checked for ``json.dumps``: refuse what it would reject or silently change beyond the documented
+    tuple / int-key rules; numpy scalars become Python scalars. Returns ``x`` itself when nothing changed."""
+    x = _to_plain(x)
     if x is None or isinstance(x, (bool, int, float, str)):
-        return
+        return x
     if isinstance(x, (list, tuple)):
-        for i, v in enumerate(x):
-            _check_json(v, f"{path}{_SEP}{i}" if path else str(i))
-        return
+        items = [_json_value(v, f"{path}{_SEP}{i}" if path else str(i)) for i, v in enumerate(x)]
+        return x if all(a is b for a, b in zip(items, x, strict=True)) else type(x)(items)
     if isinstance(x, dict):
         seen: set[str] = set()
+        out = {}
         for k, v in x.items():
             if isinstance(k, bool) or not isinstance(k, (str, int)):
                 raise WireError(f"dict key {k!r} at {_where(path)} is not a str (int keys are allowed in JSON data)")
@@ -169,8 +171,8 @@ def _check_json(x: Any, path: str) -> None:
             if ks in seen:
                 raise WireError(f"dict keys at {_where(path)} collide as JSON strings ({ks!r} twice)")
             seen.add(ks)
-            _check_json(v, f"{path}{_SEP}{ks}" if path else ks)
-        return
+            out[k] = _json_value(v, f"{path}{_SEP}{ks}" if path else ks)
+        return x if all(out[k] is v for k, v in x.items()) else out
     raise WireError(f"cannot encode {type(x).__name__} at {_where(path)} (tensors, dicts, lists, tuples, JSON scalars)")
 
 
@@ -210,8 +212,7 @@ def _skeleton(x: Any, path: str, tensors: dict[str, torch.Tensor], storages: set
     if isinstance(x, tuple):  # the reference writes every tuple as "u", with or without tensors
         return ["u", [_skeleton(v, f"{path}{_SEP}{i}" if path else str(i), tensors, storages) for i, v in enumerate(x)]]
     if not _has_tensor(x):
-        _check_json(x, path)
-        return ["j", x]
+        return ["j", _json_value(x, path)]
     if isinstance(x, dict):
         items = []
         for k, v in x.items():

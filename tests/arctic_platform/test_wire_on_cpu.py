@@ -410,3 +410,14 @@ def test_chunk_limit_too_small_and_unknown_kind():
         wire.encode_byte_chunks(_big(), kind="result", max_bytes=64)
     with pytest.raises(wire.WireError, match="unknown byte chunk kind"):
         wire.encode_byte_chunks(_big(), kind="reply", max_bytes=64)
+
+
+def test_numpy_scalars_become_python_scalars_and_arrays_are_refused():
+    import numpy as np
+
+    tree = {"meta": {"t": np.float32(0.5), "n": [np.int64(3), np.bool_(True)]}, "x": torch.ones(1), "k": np.int32(2)}
+    out = wire.decode(wire.encode(tree))
+    assert out["meta"] == {"t": 0.5, "n": [3, True]} and out["k"] == 2
+    assert type(out["meta"]["n"][0]) is int and type(out["meta"]["n"][1]) is bool
+    with pytest.raises(wire.WireError, match="cannot encode ndarray at a.b"):
+        wire.encode({"a": {"b": np.zeros(3)}})
