@@ -33,8 +33,12 @@ Supported:
   input dtype before p @ V, as FlashAttention does); fp32 inputs use IEEE fp32 dots (no TF32). Under the Triton
   interpreter every load is upcast to fp32 (bf16 arithmetic is wrong there) and dots run in fp32.
 
-Limits: no speculative decode (q_len > 1), no ALiBi / sliding window / soft-cap / sinks; one host sync per call
-(validation and the tile plan), so it is not CUDA-graph capturable yet (docs/kernels.md §4.5 lists what that needs).
+Limits: no speculative decode (q_len > 1), no ALiBi / sliding window / soft-cap / sinks. The eager
+:func:`forest_cascade_attention` validates and plans on the host (a few syncs per call). The capturable path
+(docs/kernels.md §4.5) is :func:`make_fca_plan` (fixed-size buffers, once) + :func:`fca_plan_update` (device-side
+tile plan, once per step) + :func:`forest_cascade_attention_planned` (per layer: fixed grid sized for the maximum,
+empty tiles do nothing, no allocation, no host sync; value checks only with ``debug=True``). Group sizes and split
+counts are runtime values, so batches of different shapes reuse one compiled kernel per M bucket.
 
 Also here: :func:`build_forest_metadata` (plain paged batch + group ids -> the arguments above, sharing only full
 blocks) and :func:`merge_attn_states` (natural-log LSE merge, -inf safe). The rule for enabling ArcticInference's
@@ -65,10 +69,16 @@ from ._utils import (
 )
 
 __all__ = [
+    "FcaLaunchConfig",
+    "FcaPlan",
     "ForestMetadata",
     "build_forest_metadata",
+    "fca_launch_config",
+    "fca_plan_update",
     "forest_cascade_attention",
+    "forest_cascade_attention_planned",
     "forest_cascade_attention_reference",
+    "make_fca_plan",
     "merge_attn_states",
 ]
 
@@ -376,7 +386,15 @@ if HAS_TRITON:
             m_i, l_i, acc = _fca_online_update(m_i, l_i, acc, s, v, DOT_DTYPE, FP32_IEEE)
         return m_i, l_i, acc
 
-    @triton.jit
+    # Runtime integers Triton would otherwise specialize (== 1, multiple of 16) and that change from batch to batch:
+    # the split count and every stride that depends on it or on a block-table width. Keeping them unspecialized
+    # means one compiled kernel per (dtype, head shape, M bucket, FINAL), not one per batch (docs/kernels.md §4.5).
+    _FCA_RUNTIME_INTS = (
+        "num_splits", "stride_pbt", "stride_sbt", "stride_ob", "stride_oh", "stride_os", "stride_lb", "stride_lh",
+        "stride_ls",
+    )  # fmt: skip
+
+    @triton.jit(do_not_specialize=_FCA_RUNTIME_INTS)
     def _fca_fwd_kernel(
         q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
         tile_group_ptr, tile_start_ptr, tile_size_ptr,
@@ -387,11 +405,12 @@ if HAS_TRITON:
         stride_pbt, stride_sbt,
         stride_ob, stride_oh, stride_os, stride_od,
         stride_lb, stride_lh, stride_ls,
-        qk_scale,
+        qk_scale, num_splits,
         QPK: tl.constexpr, M: tl.constexpr, D: tl.constexpr, BS: tl.constexpr, BLOCK_N: tl.constexpr,
-        NUM_SPLITS: tl.constexpr, DOT_DTYPE: tl.constexpr, FP32_IEEE: tl.constexpr, FINAL: tl.constexpr,
+        DOT_DTYPE: tl.constexpr, FP32_IEEE: tl.constexpr, FINAL: tl.constexpr,
     ):  # fmt: skip
         # Program (t, h, s): the M = members x QPK query rows of tile t (part of one group) for kv-head h, KV split s.
+        # A tile of 0 members (the unused tail of a fixed-size plan) reads no keys and stores nothing.
         t = tl.program_id(0)
         h = tl.program_id(1)
         split = tl.program_id(2)
@@ -418,8 +437,8 @@ if HAS_TRITON:
         k_head_off = h.to(tl.int64) * stride_kh
         v_head_off = h.to(tl.int64) * stride_vh
         # Prefix: read once for every member of the tile; this split's share is a BLOCK_N-aligned chunk.
-        plen = tl.load(plen_ptr + g)
-        chunk = tl.cdiv(tl.cdiv(plen, NUM_SPLITS), BLOCK_N) * BLOCK_N
+        plen = tl.load(plen_ptr + g, mask=n_mem > 0, other=0)
+        chunk = tl.cdiv(tl.cdiv(plen, num_splits), BLOCK_N) * BLOCK_N
         p_start = split * chunk
         p_end = tl.minimum(p_start + chunk, plen)
         m_i, l_i, acc = _fca_attend_tokens(
@@ -431,7 +450,7 @@ if HAS_TRITON:
         for i in range(0, n_mem):
             r = (req0 + i).to(tl.int64)
             slen = tl.load(slen_ptr + r)
-            chunk_s = tl.cdiv(tl.cdiv(slen, NUM_SPLITS), BLOCK_N) * BLOCK_N
+            chunk_s = tl.cdiv(tl.cdiv(slen, num_splits), BLOCK_N) * BLOCK_N
             s_start = split * chunk_s
             s_end = tl.minimum(s_start + chunk_s, slen)
             m_i, l_i, acc = _fca_attend_tokens(
@@ -452,21 +471,21 @@ if HAS_TRITON:
             tl.store(o_ptr + o_off, o, mask=row_ok[:, None])
             tl.store(lse_ptr + l_off, lse2, mask=row_ok)
 
-    @triton.jit
+    @triton.jit(do_not_specialize=("num_splits", "stride_pob", "stride_poh", "stride_plb", "stride_plh"))
     def _fca_reduce_kernel(
         po_ptr, plse_ptr, o_ptr, lse_ptr,
         stride_pob, stride_poh, stride_pos, stride_pod,
         stride_plb, stride_plh, stride_pls,
         stride_ob, stride_oh, stride_od,
-        stride_lb, stride_lh,
-        D: tl.constexpr, NUM_SPLITS: tl.constexpr, SPLITS_P2: tl.constexpr,
+        stride_lb, stride_lh, num_splits,
+        D: tl.constexpr, SPLITS_P2: tl.constexpr,
     ):  # fmt: skip
-        # Program (b, hq): merge the NUM_SPLITS partials of one (request, q-head).
+        # Program (b, hq): merge the num_splits partials of one (request, q-head); SPLITS_P2 is a power-of-two bucket.
         b = tl.program_id(0).to(tl.int64)
         hq = tl.program_id(1)
         sp = tl.arange(0, SPLITS_P2)
         offs_d = tl.arange(0, D)
-        live = sp < NUM_SPLITS
+        live = sp < num_splits
         lse2 = tl.load(plse_ptr + b * stride_plb + hq * stride_plh + sp * stride_pls, mask=live, other=float("-inf"))
         o = tl.load(
             po_ptr + b * stride_pob + hq * stride_poh + sp[:, None] * stride_pos + offs_d[None, :] * stride_pod,
@@ -503,6 +522,90 @@ def default_num_splits(n_programs: int, device: torch.device) -> int:
     return max(1, min(16, -(-2 * sms // n_programs)))
 
 
+@dataclass(frozen=True)
+class FcaLaunchConfig:
+    """Everything of a launch that is a compile-time constant (constexprs and num_warps), plus the tile size.
+
+    Two launches with equal configs (and equal dtypes) reuse one compiled kernel: group sizes and split counts are
+    runtime values. ``M`` is a power-of-two bucket, so at most log2(m_max / 16) + 1 variants exist per head shape.
+    """
+
+    QPK: int
+    M: int
+    D: int
+    BS: int
+    BLOCK_N: int
+    num_warps: int
+
+    @property
+    def members_per_tile(self) -> int:
+        return self.M // self.QPK
+
+
+def fca_launch_config(
+    *, num_heads: int, num_kv_heads: int, head_dim: int, block_size: int, max_group_size: int, interpreted: bool,
+    block_n: int | None = None, m_max: int = 64,
+) -> FcaLaunchConfig:  # fmt: skip
+    """The constexprs of :func:`forest_cascade_attention` for a batch whose largest group has ``max_group_size``.
+
+    Raises:
+        ValueError: D or block_n not a power of two, or a ``tl.dot`` dimension below 16.
+    """
+    if head_dim & (head_dim - 1):
+        raise ValueError(f"head_dim must be a power of two, got {head_dim}")
+    if num_heads % num_kv_heads:
+        raise ValueError(f"Hq={num_heads} is not a multiple of Hkv={num_kv_heads}")
+    qpk = num_heads // num_kv_heads
+    block_n = block_n or (32 if interpreted or head_dim > 128 else 64)
+    if block_n & (block_n - 1):
+        raise ValueError(f"block_n must be a power of two, got {block_n}")
+    members = max(1, min(max_group_size, max(1, m_max // qpk)))
+    M = max(16, next_power_of_2(members * qpk))
+    check_min_dot_size(M=M, D=head_dim, BLOCK_N=block_n)
+    # fp32 accumulator [M, D]: 64 x 128 fits 4 warps; 64 x 256 (head dim 256) or M = 128 needs 8 (docs §4.3).
+    num_warps = 4 if M * head_dim <= 64 * 128 else 8
+    return FcaLaunchConfig(QPK=qpk, M=M, D=head_dim, BS=block_size, BLOCK_N=block_n, num_warps=num_warps)
+
+
+def _launch_fca(
+    cfg: FcaLaunchConfig, q, k_cache, v_cache, tiles, pbt, plen, sbt, slen, out, lse, part_o, part_lse, scale,
+    splits: int, grid_tiles: int,
+) -> None:  # fmt: skip
+    """Launch the forward kernel (and the reduce when ``splits > 1``): no allocation, no host sync.
+
+    ``out`` [B, Hq, D] and ``lse`` [B, Hq] receive the result; ``part_o`` [B, Hq, >= splits, D] and ``part_lse``
+    [B, Hq, >= splits] (fp32) are the split workspace (ignored when ``splits == 1``).
+    """
+    final = splits == 1
+    if final:
+        o_buf, l_buf = out, lse
+        o_strides = (out.stride(0), out.stride(1), 0, out.stride(2))
+        l_strides = (lse.stride(0), lse.stride(1), 0)
+    else:
+        o_buf, l_buf = part_o, part_lse
+        o_strides, l_strides = part_o.stride(), part_lse.stride()
+    tile_group, tile_start, tile_size = tiles
+    _fca_fwd_kernel[(grid_tiles, k_cache.shape[2], splits)](
+        q, k_cache, v_cache, o_buf, l_buf,
+        tile_group, tile_start, tile_size,
+        pbt, plen, sbt, slen,
+        *q.stride(), *k_cache.stride(), *v_cache.stride(),
+        pbt.stride(0), sbt.stride(0),
+        *o_strides, *l_strides,
+        scale * LOG2E, splits,
+        QPK=cfg.QPK, M=cfg.M, D=cfg.D, BS=cfg.BS, BLOCK_N=cfg.BLOCK_N,
+        DOT_DTYPE=dot_dtype(_fca_fwd_kernel, q.dtype),
+        FP32_IEEE=(q.dtype == torch.float32 and not is_interpreted(_fca_fwd_kernel)),
+        FINAL=final, num_warps=cfg.num_warps,
+    )  # fmt: skip
+    if not final:
+        _fca_reduce_kernel[(q.shape[0], q.shape[1])](
+            part_o, part_lse, out, lse,
+            *part_o.stride(), *part_lse.stride(), *out.stride(), *lse.stride(), splits,
+            D=cfg.D, SPLITS_P2=next_power_of_2(part_o.shape[2]), num_warps=4,
+        )  # fmt: skip
+
+
 def forest_cascade_attention(
     q,
     k_cache,
@@ -525,8 +628,12 @@ def forest_cascade_attention(
 
     Args:
         num_splits: KV splits per (tile, kv-head) program; default fills ~2 waves of SMs on the GPU, 1 on CPU.
-        block_n: keys per tile (power of two >= 16); default 64 on the GPU, 32 under the interpreter.
+        block_n: keys per tile (power of two >= 16); default 64 on the GPU (32 for head dim 256), 32 under the
+            interpreter.
         m_max: most stacked query rows per program (members x Hq/Hkv); larger groups run as several tiles.
+
+    This eager entry point validates everything and plans on the host (a few syncs, ~tens of us of Python); for
+    CUDA graphs and kernel-only timing use :func:`make_fca_plan` + :func:`forest_cascade_attention_planned`.
 
     Raises:
         ValueError: bad shapes or values, D not a power of two, or a ``tl.dot`` dimension below 16 (the GPU
@@ -544,17 +651,11 @@ def forest_cascade_attention(
     interpreted = is_interpreted(_fca_fwd_kernel)
     if q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise TypeError(f"forest_cascade_attention supports float32, bfloat16 and float16, got {q.dtype}")
-    if c.D & (c.D - 1):
-        raise ValueError(f"head_dim must be a power of two, got {c.D}")
-    qpk = c.Hq // c.Hkv
-    block_n = block_n or (32 if interpreted else 64)
-    if block_n & (block_n - 1):
-        raise ValueError(f"block_n must be a power of two, got {block_n}")
     sizes = [b - a for a, b in itertools.pairwise(c.group_starts)]
-    members = max(1, min(max(sizes, default=1), max(1, m_max // qpk)))
-    M = max(16, next_power_of_2(members * qpk))
-    members_per_tile = M // qpk
-    check_min_dot_size(M=M, D=c.D, BLOCK_N=block_n)
+    cfg = fca_launch_config(
+        num_heads=c.Hq, num_kv_heads=c.Hkv, head_dim=c.D, block_size=c.block_size,
+        max_group_size=max(sizes, default=1), interpreted=interpreted, block_n=block_n, m_max=m_max,
+    )  # fmt: skip
     # The interpreter (triton 3.9) converts fp32 -> bf16 by truncation, the GPU rounds to nearest even: under the
     # interpreter the kernel writes fp32 and torch rounds, so CPU tests see the GPU's numerics.
     round_in_torch = interpreted and q.dtype == torch.bfloat16
@@ -563,41 +664,223 @@ def forest_cascade_attention(
     if c.B == 0:
         out = out.to(q.dtype)
         return (out, lse) if return_lse else out
-    tile_group, tile_start, tile_size = _plan_tiles(c.group_starts, members_per_tile, q.device)
-    T = tile_group.numel()
+    tiles = _plan_tiles(c.group_starts, cfg.members_per_tile, q.device)
+    T = tiles[0].numel()
     splits = num_splits or default_num_splits(T * c.Hkv, q.device)
     if splits < 1:
         raise ValueError(f"num_splits must be >= 1, got {splits}")
-    final = splits == 1
-    if final:
-        o_buf, l_buf = out, lse.unsqueeze(-1)
-        o_strides = (out.stride(0), out.stride(1), 0, out.stride(2))
-    else:
-        o_buf = torch.empty((c.B, c.Hq, splits, c.D), dtype=torch.float32, device=q.device)
-        l_buf = torch.empty((c.B, c.Hq, splits), dtype=torch.float32, device=q.device)
-        o_strides = o_buf.stride()
-    pbt = prefix_block_tables.to(torch.int32).contiguous()
-    sbt = suffix_block_tables.to(torch.int32).contiguous()
-    plen = prefix_lens.to(torch.int32).contiguous()
-    slen = suffix_lens.to(torch.int32).contiguous()
-    _fca_fwd_kernel[(T, c.Hkv, splits)](
-        q, k_cache, v_cache, o_buf, l_buf,
-        tile_group, tile_start, tile_size,
-        pbt, plen, sbt, slen,
-        *q.stride(), *k_cache.stride(), *v_cache.stride(),
-        pbt.stride(0), sbt.stride(0),
-        *o_strides, *l_buf.stride()[:3],
-        c.scale * LOG2E,
-        QPK=qpk, M=M, D=c.D, BS=c.block_size, BLOCK_N=block_n, NUM_SPLITS=splits,
-        DOT_DTYPE=dot_dtype(_fca_fwd_kernel, q.dtype), FP32_IEEE=(q.dtype == torch.float32 and not interpreted),
-        FINAL=final, num_warps=4 if M <= 64 else 8,
+    part_o = part_lse = None
+    if splits > 1:
+        part_o = torch.empty((c.B, c.Hq, splits, c.D), dtype=torch.float32, device=q.device)
+        part_lse = torch.empty((c.B, c.Hq, splits), dtype=torch.float32, device=q.device)
+    _launch_fca(
+        cfg, q, k_cache, v_cache, tiles,
+        prefix_block_tables.to(torch.int32).contiguous(), prefix_lens.to(torch.int32).contiguous(),
+        suffix_block_tables.to(torch.int32).contiguous(), suffix_lens.to(torch.int32).contiguous(),
+        out, lse, part_o, part_lse, c.scale, splits, T,
     )  # fmt: skip
-    if not final:
-        _fca_reduce_kernel[(c.B, c.Hq)](
-            o_buf, l_buf, out, lse,
-            *o_buf.stride(), *l_buf.stride(), *out.stride(), *lse.stride(),
-            D=c.D, NUM_SPLITS=splits, SPLITS_P2=next_power_of_2(splits), num_warps=4,
-        )  # fmt: skip
     if round_in_torch:
         out = out.to(q.dtype)
     return (out, lse) if return_lse else out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# CUDA-graph capturable entry point: plan and buffers prepared ahead, fixed-size grid, no host sync
+# ---------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FcaPlan:
+    """Fixed-size tile plan and output/workspace buffers of :func:`forest_cascade_attention_planned`.
+
+    Made once (:func:`make_fca_plan`) for the largest batch; refilled in place each decode step from the device
+    ``group_starts`` (:func:`fca_plan_update`, a few fixed-shape torch ops, no host sync) and shared by every layer
+    of that step. All tensors keep their addresses for the plan's lifetime, so a captured CUDA graph stays valid.
+    """
+
+    config: FcaLaunchConfig
+    max_batch: int
+    max_groups: int
+    max_tiles: int
+    num_heads: int
+    num_kv_heads: int
+    num_splits: int
+    dtype: torch.dtype
+    device: torch.device
+    tile_group: torch.Tensor
+    """[max_tiles] int32: group of each tile (a valid group index even for empty tiles)."""
+    tile_start: torch.Tensor
+    """[max_tiles] int32: first packed request of each tile."""
+    tile_size: torch.Tensor
+    """[max_tiles] int32: members of each tile; 0 for the unused tail (those programs do nothing)."""
+    out: torch.Tensor
+    """[max_batch, Hq, D] in ``dtype``: the output. Rows outside every group carry no meaning: with one split they
+    are left as they were; with splits they receive the merge of whatever partials those rows last held."""
+    lse: torch.Tensor
+    """[max_batch, Hq] fp32 natural-log LSE."""
+    part_o: torch.Tensor | None
+    """[max_batch, Hq, num_splits, D] fp32 split partials (None when ``num_splits == 1``)."""
+    part_lse: torch.Tensor | None
+    stage: torch.Tensor | None
+    """fp32 copy of ``out`` the kernel writes under the interpreter for bf16 (torch then rounds to nearest even)."""
+    tile_ids: torch.Tensor
+    """[max_tiles] int64 arange, preallocated for the plan update."""
+
+    @property
+    def tiles(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.tile_group, self.tile_start, self.tile_size
+
+
+def make_fca_plan(
+    *, max_batch: int, max_groups: int, num_heads: int, num_kv_heads: int, head_dim: int, block_size: int,
+    dtype: torch.dtype, device, num_splits: int | None = None, block_n: int | None = None, m_max: int = 64,
+    max_group_size: int | None = None,
+) -> FcaPlan:  # fmt: skip
+    """Allocate a fixed-size plan for batches of at most ``max_batch`` requests in at most ``max_groups`` groups.
+
+    The tile count never exceeds ``max_groups + max_batch // members_per_tile`` (each group adds at most one
+    partial tile), so the grid covers every valid batch. ``max_group_size`` (default ``max_batch``) only picks the
+    M bucket: M = members x Hq/Hkv rounded up to a power of two, capped by ``m_max``.
+
+    Raises:
+        ValueError: non-positive sizes, D or block_n not a power of two, or a ``tl.dot`` dimension below 16.
+    """
+    require_triton("make_fca_plan")
+    if max_batch < 1 or max_groups < 1 or max_groups > max_batch:
+        raise ValueError(f"need 1 <= max_groups <= max_batch, got max_groups={max_groups} max_batch={max_batch}")
+    if dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise TypeError(f"forest_cascade_attention supports float32, bfloat16 and float16, got {dtype}")
+    device = torch.empty(0, device=device).device  # "cuda" -> "cuda:N": compared with tensors' devices later
+    interpreted = is_interpreted(_fca_fwd_kernel)
+    cfg = fca_launch_config(
+        num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, block_size=block_size,
+        max_group_size=max_group_size or max_batch, interpreted=interpreted, block_n=block_n, m_max=m_max,
+    )  # fmt: skip
+    max_tiles = min(max_batch, max_groups + max_batch // cfg.members_per_tile)
+    est_tiles = max_groups * -(-(max_batch // max_groups) // cfg.members_per_tile)  # even groups
+    splits = num_splits or default_num_splits(est_tiles * num_kv_heads, device)
+    if splits < 1:
+        raise ValueError(f"num_splits must be >= 1, got {splits}")
+    i32 = dict(dtype=torch.int32, device=device)
+    f32 = dict(dtype=torch.float32, device=device)
+    part_o = part_lse = None
+    if splits > 1:  # initialised (not empty): rows outside every group then merge to 0 / -inf, never garbage
+        part_o = torch.zeros((max_batch, num_heads, splits, head_dim), **f32)
+        part_lse = torch.full((max_batch, num_heads, splits), -math.inf, **f32)
+    stage = torch.zeros((max_batch, num_heads, head_dim), **f32) if interpreted and dtype == torch.bfloat16 else None
+    return FcaPlan(
+        config=cfg, max_batch=max_batch, max_groups=max_groups, max_tiles=max_tiles, num_heads=num_heads,
+        num_kv_heads=num_kv_heads, num_splits=splits, dtype=dtype, device=device,
+        tile_group=torch.zeros(max_tiles, **i32), tile_start=torch.zeros(max_tiles, **i32),
+        tile_size=torch.zeros(max_tiles, **i32),
+        out=torch.zeros((max_batch, num_heads, head_dim), dtype=dtype, device=device),
+        lse=torch.full((max_batch, num_heads), -math.inf, **f32), part_o=part_o, part_lse=part_lse, stage=stage,
+        tile_ids=torch.arange(max_tiles, dtype=torch.int64, device=device),
+    )  # fmt: skip
+
+
+def _check_group_starts_values(plan: FcaPlan, group_starts: torch.Tensor, batch: int) -> None:
+    """Debug-mode value checks of ``group_starts`` (host sync)."""
+    gs = group_starts.reshape(-1).tolist()
+    if gs[0] != 0 or gs[-1] > batch or any(a > b for a, b in itertools.pairwise(gs)):
+        raise ValueError(f"group_starts must rise from 0 to at most B={batch}, got {gs[:8]}{'...' * (len(gs) > 8)}")
+
+
+def fca_plan_update(plan: FcaPlan, group_starts: torch.Tensor, *, debug: bool = False) -> None:
+    """Refill ``plan``'s tiles in place from the device ``group_starts`` [G+1] (G <= max_groups); no host sync.
+
+    Groups may be padded with empty ones (repeat the last offset) so that G stays fixed across steps; rows past
+    ``group_starts[-1]`` belong to no group (their outputs carry no meaning, see :attr:`FcaPlan.out`).
+    ``debug=True`` checks the values (host sync).
+
+    Raises:
+        ValueError: a shape that does not fit the plan; in debug mode, offsets that do not rise from 0.
+    """
+    if group_starts.dim() != 1 or not 2 <= group_starts.numel() <= plan.max_groups + 1:
+        raise ValueError(
+            f"group_starts must be [G+1] with 1 <= G <= max_groups={plan.max_groups}, got {tuple(group_starts.shape)}"
+        )
+    if group_starts.device != plan.device:
+        raise ValueError(f"group_starts is on {group_starts.device}, the plan on {plan.device}")
+    if debug:
+        _check_group_starts_values(plan, group_starts, plan.max_batch)
+    mpt = plan.config.members_per_tile
+    gs = group_starts.to(torch.int64)
+    ntiles = torch.div(gs[1:] - gs[:-1] + (mpt - 1), mpt, rounding_mode="floor")  # [G]
+    last = torch.cumsum(ntiles, 0)  # inclusive: tiles of groups 0..g
+    g = torch.searchsorted(last, plan.tile_ids, right=True)  # [T]: G for tiles past the last group
+    live = g < ntiles.numel()
+    g = g.clamp(max=ntiles.numel() - 1)
+    start = gs[g] + (plan.tile_ids - (last[g] - ntiles[g])) * mpt
+    size = torch.clamp(torch.minimum(gs[g + 1] - start, torch.full_like(start, mpt)), min=0)
+    plan.tile_group.copy_(g)
+    plan.tile_start.copy_(torch.where(live, start, 0))
+    plan.tile_size.copy_(torch.where(live, size, 0))
+
+
+def forest_cascade_attention_planned(
+    q, k_cache, v_cache, plan: FcaPlan, *, prefix_block_tables, prefix_lens, suffix_block_tables, suffix_lens,
+    scale=None, debug: bool = False, group_starts=None,
+):  # fmt: skip
+    """:func:`forest_cascade_attention` on a prepared plan: fixed grid, no allocation, no host sync; capturable.
+
+    Call :func:`fca_plan_update` first (once per decode step; every layer reuses the plan). Metadata tensors should
+    already be int32 and contiguous (otherwise a copy is made, which is still capturable but not free).
+
+    Args:
+        q: [B, Hq, D], B <= plan.max_batch (use B = max_batch and padding groups inside a CUDA graph).
+        plan: from :func:`make_fca_plan`; must match q's heads, head dim, dtype and device.
+        debug: also validate values (lengths within the tables, group offsets; host syncs). ``group_starts``
+            (optional) is then checked too.
+
+    Returns:
+        (out, lse): views of ``plan.out[:B]`` and ``plan.lse[:B]``, overwritten by the next call.
+
+    Raises:
+        ValueError / TypeError: shapes, dtypes or devices that do not match the plan; bad values in debug mode.
+    """
+    cfg = plan.config
+    if q.dim() != 3 or k_cache.dim() != 4 or k_cache.shape != v_cache.shape:
+        raise ValueError(f"q must be [B, Hq, D] and the caches equal [blocks, bs, Hkv, D], got {tuple(q.shape)}, "
+                         f"{tuple(k_cache.shape)}, {tuple(v_cache.shape)}")  # fmt: skip
+    B, Hq, D = q.shape
+    if (Hq, D, q.dtype, q.device) != (plan.num_heads, cfg.D, plan.dtype, plan.device) or B > plan.max_batch:
+        raise ValueError(
+            f"q {tuple(q.shape)} {q.dtype} on {q.device} does not fit the plan (B <= {plan.max_batch}, Hq "
+            f"{plan.num_heads}, D {cfg.D}, {plan.dtype} on {plan.device})"
+        )
+    if tuple(k_cache.shape[1:]) != (cfg.BS, plan.num_kv_heads, D) or k_cache.dtype != q.dtype:
+        raise ValueError(f"caches {tuple(k_cache.shape)} {k_cache.dtype} do not fit the plan (block {cfg.BS}, Hkv "
+                         f"{plan.num_kv_heads}, D {D}, {plan.dtype})")  # fmt: skip
+    if prefix_lens.dim() != 1 or prefix_block_tables.shape[0] != prefix_lens.shape[0]:
+        raise ValueError("prefix_block_tables must be [G, n] and prefix_lens [G]")
+    if suffix_block_tables.shape[0] < B or suffix_lens.shape[0] < B:
+        raise ValueError(f"suffix_block_tables and suffix_lens need >= B={B} rows")
+    if debug:
+        check_triton_device(_fca_fwd_kernel, q, k_cache, v_cache, prefix_block_tables, suffix_block_tables,
+                            what="forest_cascade_attention_planned")  # fmt: skip
+        if group_starts is not None:
+            _check_group_starts_values(plan, group_starts, B)
+        for name, lens, table in (("prefix", prefix_lens, prefix_block_tables),
+                                  ("suffix", suffix_lens[:B], suffix_block_tables)):  # fmt: skip
+            if lens.numel() and (int(lens.min()) < 0 or int(lens.max()) > table.shape[1] * cfg.BS):
+                raise ValueError(f"{name}_lens must lie in [0, {table.shape[1]} blocks x {cfg.BS}]")
+        live = plan.tile_size > 0
+        if group_starts is not None and int(plan.tile_size.sum()) != int(group_starts[-1] - group_starts[0]):
+            raise ValueError("the plan does not cover group_starts: call fca_plan_update(plan, group_starts) first")
+        if bool(live.any()) and int(plan.tile_group[live].max()) >= prefix_lens.shape[0]:
+            raise ValueError("the plan names more groups than prefix_lens has rows: call fca_plan_update first")
+        if bool(live.any()) and int((plan.tile_start + plan.tile_size)[live].max()) > B:
+            raise ValueError(f"the plan covers rows past B={B}: call fca_plan_update with this batch's offsets")
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    out = plan.stage if plan.stage is not None else plan.out
+    _launch_fca(
+        cfg, q, k_cache, v_cache, plan.tiles,
+        prefix_block_tables.to(torch.int32).contiguous(), prefix_lens.to(torch.int32).contiguous(),
+        suffix_block_tables.to(torch.int32).contiguous(), suffix_lens.to(torch.int32).contiguous(),
+        out[:B], plan.lse[:B],
+        plan.part_o[:B] if plan.part_o is not None else None,
+        plan.part_lse[:B] if plan.part_lse is not None else None,
+        scale, plan.num_splits, plan.max_tiles,
+    )  # fmt: skip
+    if plan.stage is not None:
+        plan.out[:B].copy_(plan.stage[:B])
+    return plan.out[:B], plan.lse[:B]

@@ -56,7 +56,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="accepted for compatibility; this server always uses its torch engine",
     )
     parser.add_argument("--colocate", action="store_true", help="accepted for compatibility (one process anyway)")
-    parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu or cuda[:N]")
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="auto (GPUs if available), cpu, cuda (one GPU per job: training cuda:0, sampling cuda:1, log_prob "
+        "cuda:2 when there are enough) or cuda:N (every job on GPU N)",
+    )
+    parser.add_argument(
+        "--job-devices",
+        default=None,
+        help="per-job devices, e.g. training=cuda:0,sampling=cuda:2 (overrides the placement of --device)",
+    )
     parser.add_argument("--dtype", default=None, help="float32 (CPU default) / bfloat16 (CUDA default) / float16")
     parser.add_argument("--max-seq-len", type=int, default=8192, help="default max_seq_len of jobs")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
@@ -146,6 +156,20 @@ def run(args) -> int:
 
     from .app import ServerSettings, create_app
     from .jobs import ServerLimits
+    from .placement import PlacementError, describe, parse_job_devices, place_jobs
+
+    try:
+        job_devices = parse_job_devices(args.job_devices)
+        placement = place_jobs(
+            {"training": args.training_gpus, "sampling": args.sampling_gpus, "log_prob": args.log_prob_gpus},
+            device=args.device,
+            device_count=torch.cuda.device_count() if torch.cuda.is_available() else 0,
+            overrides=job_devices,
+        )
+    except PlacementError as e:
+        print(f"arctic-verl server: {e}", file=sys.stderr)
+        return 2
+    logging.getLogger("arctic_platform.server").info("job placement: %s", describe(placement))
 
     limits = ServerLimits(
         training_gpus=args.training_gpus,
@@ -157,6 +181,7 @@ def run(args) -> int:
         max_seq_len=args.max_seq_len,
         engine_timeout_s=args.engine_timeout,
         max_batch_rows=args.max_batch_rows,
+        job_devices=job_devices,
     )
     app = create_app(
         ServerSettings(

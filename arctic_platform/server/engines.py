@@ -88,7 +88,7 @@ class EngineSettings:
 
 @dataclass
 class TrainingSettings:
-    """Optimizer and schedule (``JobConfig.training_config``)."""
+    """Optimizer and schedule (from ``JobConfig.ds_config``: :func:`arctic_platform.protocol.read_ds_config`)."""
 
     lr: float = 1e-6
     betas: tuple[float, float] = (0.9, 0.999)

@@ -96,6 +96,8 @@ class ServerLimits:
     max_seq_len: int = 8192
     engine_timeout_s: float = 1800.0
     max_batch_rows: int = 64
+    job_devices: dict[str, str] = field(default_factory=dict)
+    """Per-job device overrides (``--job-devices``); otherwise :func:`.placement.place_jobs` decides."""
 
 
 @dataclass
@@ -217,15 +219,7 @@ class JobRegistry:
         mpath = Path(model).expanduser()
         if not (mpath / "config.json").is_file():
             raise RequestError(f"model_name {model!r} is not a local Hugging Face model folder (no config.json)", 400)
-        device = str(_ext(cfg, "device") or lim.device)
-        import torch
-
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise RequestError(f"device {device!r} requested but CUDA is not available on this server", 400)
-        if not (device == "cpu" or device.startswith("cuda")):
-            raise RequestError(f"device {device!r} is not 'auto', 'cpu' or 'cuda[:N]'", 400)
+        device = job_device(lim, cfg)
         try:
             ds_dtype = read_ds_config(cfg.ds_config).get("dtype")
         except DsConfigError as e:
@@ -364,6 +358,33 @@ def _max_seq_len(cfg: JobConfig, lim: ServerLimits) -> int:
     if msl is None and cfg.job_type == "sampling":
         msl = (cfg.vllm_config or {}).get("max_model_len")
     return int(msl or lim.max_seq_len)
+
+
+def job_device(lim: ServerLimits, cfg: JobConfig) -> str:
+    """The device of a new job: the server's placement (one device per job, :mod:`.placement`) unless the job
+    names ``cpu`` or ``cuda:N`` itself; a job asking for more than one GPU is refused (400).
+    """
+    import torch
+
+    from .placement import ONE_DEVICE, PlacementError, check_device, place_jobs
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    requested = {"training": lim.training_gpus, "sampling": lim.sampling_gpus, "log_prob": lim.log_prob_gpus}
+    try:
+        asked = str(_ext(cfg, "device") or "auto")
+        if asked in ("auto", "cuda"):
+            device = place_jobs(requested, device=lim.device, device_count=count, overrides=lim.job_devices)[
+                cfg.job_type
+            ]
+            if asked == "cuda" and not device.startswith("cuda"):
+                device = check_device("cuda", count, f"{cfg.job_type} job")
+        else:
+            device = check_device(asked, count, f"{cfg.job_type} job")
+    except PlacementError as e:
+        raise RequestError(str(e), 400) from None
+    if (cfg.num_devices or 1) > 1 and device.startswith("cuda"):
+        raise RequestError(f"the {cfg.job_type} job asks for num_devices={cfg.num_devices}: {ONE_DEVICE}", 400)
+    return device
 
 
 def _one_line(e: BaseException) -> str:

@@ -70,3 +70,40 @@ def bar_png(path: Path, labels: list[str], values: list[float], *, ylabel: str, 
     fig.savefig(path, dpi=110)
     plt.close(fig)
     print(f"wrote {path}")
+
+
+def inject_failure(step: str) -> bool:
+    """True when ``ARCTIC_GPU_CHECK_FAIL`` names ``step``: the script then corrupts one result on purpose, so the
+    dry-mode test proves that a broken step is reported as failed (and that the later figures are still written)."""
+    return os.environ.get("ARCTIC_GPU_CHECK_FAIL", "") == step
+
+
+def kernel_stats(kernel, name: str) -> list[dict]:
+    """Registers, spills, shared memory and warps of every compiled variant of a ``@triton.jit`` kernel.
+
+    Read from the kernel's per-device cache after it ran (triton 3.x: ``device_caches[dev][0]`` maps a
+    specialization key to a CompiledKernel whose ``n_regs``/``n_spills`` are set once it is loaded). Under the
+    interpreter there is nothing compiled: one row saying so.
+    """
+    caches = getattr(kernel, "device_caches", None)
+    if caches is None:
+        return [
+            {"kernel": name, "variant": "-", "n_regs": "n/a", "n_spills": "n/a", "note": "not compiled (interpreter)"}
+        ]
+    rows = []
+    for dev, entry in caches.items():
+        for i, ck in enumerate(entry[0].values()):
+            try:  # n_regs / n_spills are filled when the binary is loaded (first launch); load it if not yet
+                ck._init_handles()
+            except Exception:  # noqa: BLE001 - older/newer triton: the attributes may already be there
+                pass
+            md = getattr(ck, "metadata", None)
+            consts = getattr(getattr(ck, "src", None), "constants", None) or {}
+            shown = {k if isinstance(k, str) else str(k): v for k, v in dict(consts).items()}
+            rows.append({
+                "kernel": name, "device": dev, "variant": i,
+                "n_regs": getattr(ck, "n_regs", "?"), "n_spills": getattr(ck, "n_spills", "?"),
+                "shared_bytes": getattr(md, "shared", "?"), "num_warps": getattr(md, "num_warps", "?"),
+                "constexprs": " ".join(f"{k}={v}" for k, v in sorted(shown.items()) if "stride" not in k)[:300],
+            })  # fmt: skip
+    return rows or [{"kernel": name, "variant": "-", "n_regs": "?", "n_spills": "?", "note": "no compiled variant"}]

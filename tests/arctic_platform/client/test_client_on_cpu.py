@@ -213,9 +213,9 @@ def test_loss_gradient_and_update_match_verl_over_http(client, tiny_model_dir, a
     from safetensors.torch import load_file
 
     server_after = load_file(str(after / "model.safetensors"))
-    # Adam divides by sqrt(v): where the true gradient vanishes (k_proj.bias: softmax ignores a shift shared by all
-    # keys) the step is float noise / noise and its sign depends on reduction order. Compare the update exactly where
-    # the gradient is defined (|g| >= 1e-5: ulp noise then moves the step by < 1e-8), and only bound it elsewhere.
+    # Adam divides by sqrt(v): where the gradient is (nearly) zero, e.g. elements of k_proj.bias at ~1e-8, the step
+    # is float noise / noise and its sign depends on reduction order. Compare the update exactly where the gradient
+    # is defined (|g| >= 1e-5: ulp noise then moves the step by < 1e-8), and only bound it elsewhere.
     lr = opt.param_groups[0]["lr"]
     compared = total = 0
     for n, p in model.named_parameters():
@@ -225,7 +225,6 @@ def test_loss_gradient_and_update_match_verl_over_http(client, tiny_model_dir, a
         moved = (server_after[n][~defined] - before_w[n][~defined]).abs()
         assert moved.numel() == 0 or float(moved.max()) <= 5 * lr, n  # Adam's step is O(lr) whatever the noise
     assert compared >= 0.75 * total, (compared, total)  # the exact check covers most weights (86% here)
-    assert float(dict(model.named_parameters())["model.layers.0.self_attn.k_proj.bias"].grad.abs().max()) < 1e-5
 
 
 def test_reattach_from_another_process_creates_and_destroys_nothing(client, tmp_path):

@@ -9,11 +9,18 @@
 # Environment:
 #   MODEL_PATH          (required) HF model directory, local (no hub download)
 #   DATA_DIR            (required) folder with train.parquet + test.parquet from `arctic-verl prepare-gsm8k`
-#   ARCTIC_BACKEND      local (default: embedded server on this node's GPUs) | onprem (needs ARCTIC_URL)
+#   ARCTIC_BACKEND      local (default) | onprem (needs ARCTIC_URL)
+#     local:  the embedded server on this node. It runs each job on ONE device: training cuda:0, sampling cuda:1,
+#             reference log-probs cuda:2 (shared when the node has fewer GPUs), weights synced across devices.
+#             Defaults TRAIN_GPUS=SAMPLING_GPUS=LOG_PROB_GPUS=1; more than 1 for a job is refused (the embedded
+#             server runs a job on one device). Good for one model copy + AdamW state per card (e.g. up to ~8B on
+#             an H200), and for checking a setup; the other GPUs of the node stay idle.
+#     onprem: an Arctic-Platform server (ARCTIC_URL) that shards each job over several GPUs. Defaults from
+#             NNODES x GPUS (1 x 8): 4 training, 3 sampling, 1 reference.
 #   ARCTIC_URL          Arctic RL server URL for ARCTIC_BACKEND=onprem
 #   ARCTIC_TOKEN_ENV    name of the env var holding the server's bearer token (onprem)
-#   NNODES, GPUS        backend GPU counts (default 1 node x 8 GPUs: 4 training, 3 sampling, 1 reference)
-#   TRAIN_GPUS, SAMPLING_GPUS, LOG_PROB_GPUS   override the split
+#   NNODES, GPUS        onprem backend GPU counts (default 1 node x 8 GPUs)
+#   TRAIN_GPUS, SAMPLING_GPUS, LOG_PROB_GPUS   override the split (local: 0 or 1 each)
 #   ZORRO=1             forest cascade attention on the vLLM sampler (cudagraph_mode forced to PIECEWISE)
 #   ATTN_IMPL           attention implementation; default chosen from the GPU name (flash_attention_3 on H100/H200)
 #   EXTRA_ENV_CHECK=0   skip the nvidia-smi probe (for --dry-run on machines without GPUs)
@@ -47,10 +54,21 @@ esac
 
 NNODES="${NNODES:-1}"
 GPUS="${GPUS:-8}"
-TOTAL=$((NNODES * GPUS))
-TRAIN_GPUS="${TRAIN_GPUS:-$((TOTAL / 2))}"
-LOG_PROB_GPUS="${LOG_PROB_GPUS:-1}"
-SAMPLING_GPUS="${SAMPLING_GPUS:-$((TOTAL - TRAIN_GPUS - LOG_PROB_GPUS))}"
+if [ "$BACKEND" = local ]; then
+  TRAIN_GPUS="${TRAIN_GPUS:-1}"
+  LOG_PROB_GPUS="${LOG_PROB_GPUS:-1}"
+  SAMPLING_GPUS="${SAMPLING_GPUS:-1}"
+  for pair in "TRAIN_GPUS=$TRAIN_GPUS" "SAMPLING_GPUS=$SAMPLING_GPUS" "LOG_PROB_GPUS=$LOG_PROB_GPUS"; do
+    if [ "${pair#*=}" -gt 1 ]; then
+      die "$pair with ARCTIC_BACKEND=local: the embedded server runs a job on one device; for multi-GPU jobs point the plugin at an Arctic-Platform server: ARCTIC_BACKEND=onprem"
+    fi
+  done
+else
+  TOTAL=$((NNODES * GPUS))
+  TRAIN_GPUS="${TRAIN_GPUS:-$((TOTAL / 2))}"
+  LOG_PROB_GPUS="${LOG_PROB_GPUS:-1}"
+  SAMPLING_GPUS="${SAMPLING_GPUS:-$((TOTAL - TRAIN_GPUS - LOG_PROB_GPUS))}"
+fi
 
 # Flash-attention choice by GPU name: FA3 on Hopper (H100/H200), FA2 elsewhere.
 if [ -z "${ATTN_IMPL:-}" ]; then
