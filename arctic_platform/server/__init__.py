@@ -17,7 +17,7 @@
 | File | Role |
 |---|---|
 | ``app.py`` | ``create_app(ServerSettings)``: endpoints, token / body-size guard, generate batcher |
-| ``jobs.py`` | job registry: pending -> running -> failed / terminated, validation, transactional build |
+| ``jobs.py`` | job registry: PENDING -> RUNNING -> FAILED / TERMINATED, validation, transactional build |
 | ``engines.py`` | training (loss + AdamW + checkpoints), sampling (KV-cache decode) and forward-only engines |
 | ``loss.py`` | verl-semantics policy loss, aggregation modes and KL estimators |
 | ``__main__.py`` | ``python -m arctic_platform.server`` = ``arctic-verl server`` |

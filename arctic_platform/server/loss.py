@@ -12,15 +12,15 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 # SPDX-License-Identifier: Apache-2.0
-"""PPO / GRPO policy loss with verl's semantics (protocol §6.1), written here from the specification.
+"""PPO / GRPO policy loss with verl's semantics (docs/arctic-rl-protocol.md §6), written here from the specification.
 
 This module does not import verl; ``tests/arctic_platform/server/test_loss_on_cpu.py`` checks it against
 ``verl.trainer.ppo.core_algos`` (``compute_policy_loss_vanilla``, ``agg_loss``, ``kl_penalty``) and
 ``verl.workers.utils.losses.ppo_loss``. The operations mirror verl's order so that a whole mini-batch computed in one
 piece matches verl bit for bit.
 
-All tensors are response-aligned ``[b, R]`` rows: one row is one sequence masked to its response (protocol §6.2
-item 2: never packed rows). Aggregation uses the *global* denominators sent with the mini-batch
+All tensors are response-aligned ``[b, R]`` rows: one row is one sequence masked to its response
+(docs/arctic-rl-protocol.md §6: never packed rows). Aggregation uses the *global* denominators sent with the mini-batch
 (``batch_num_tokens`` T, ``global_batch_size`` N), so splitting rows into micro-batches and summing the parts gives
 the same loss. The server is one data-parallel rank (``dp_size`` D = 1): it computes the whole mini-batch itself,
 so nothing is averaged across ranks afterwards.
@@ -38,6 +38,8 @@ from typing import Any
 
 import torch
 
+from ..protocol import AGG_MODES, KL_BASE_TYPES, KL_TYPES, LOSS_MODES
+
 __all__ = [
     "AGG_MODES",
     "KL_TYPES",
@@ -52,10 +54,7 @@ __all__ = [
     "ppo_loss",
 ]
 
-AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
-_KL_BASE = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
-KL_TYPES = _KL_BASE + tuple(k + "+" for k in _KL_BASE)
-LOSS_MODES = ("vanilla",)
+_KL_BASE = KL_BASE_TYPES
 
 
 class LossConfigError(ValueError):
@@ -177,7 +176,7 @@ def agg_loss(
     global_batch_size: float | torch.Tensor | None = None,
     loss_scale_factor: float | None = None,
 ) -> torch.Tensor:
-    """Aggregate a ``[b, R]`` per-token loss into a scalar (one data-parallel rank; protocol §6.1 table).
+    """Aggregate a ``[b, R]`` per-token loss into a scalar (one data-parallel rank; docs/arctic-rl-protocol.md §6).
 
     Args:
         loss_mat: per-token values.

@@ -40,6 +40,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDict
 
+from arctic_platform.protocol import FORWARD_PROCESSING, RESPONSE_PAD_VALUES, UPDATE_PROCESSING
 from verl.remote_backend.worker_utils import normalize_backend_metrics
 from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
@@ -52,7 +53,7 @@ logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
 # response-aligned fields update_actor sends, with their pad values (rollout_is_weights pads with a neutral 1.0)
-UPDATE_FIELDS = {"response_mask": 0, "old_log_probs": 0.0, "advantages": 0.0, "ref_log_prob": 0.0}
+UPDATE_FIELDS = {k: RESPONSE_PAD_VALUES[k] for k in ("response_mask", "old_log_probs", "advantages", "ref_log_prob")}
 IS_WEIGHTS = "rollout_is_weights"
 ACTOR_CONFIG_KEYS = (
     "clip_ratio",
@@ -228,7 +229,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             reply = await (await self.backend.client()).forward(
                 self._wire_batch(dense, ()),
                 self._meta(temperature, want_entropy),
-                {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": None},
+                dict(FORWARD_PROCESSING),
                 ref=ref,
             )
             prompt_len = _nested_lengths(data["prompts"])[rows]
@@ -295,7 +296,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         if not self.config.actor.use_kl_loss:
             fields.pop("ref_log_prob")
         if IS_WEIGHTS in data.keys():
-            fields[IS_WEIGHTS] = 1.0
+            fields[IS_WEIGHTS] = RESPONSE_PAD_VALUES[IS_WEIGHTS]
         for name in fields:
             if name not in data.keys():
                 raise KeyError(f"update_actor: field {name!r} is missing from the batch")
@@ -322,7 +323,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             reply = await client.forward_backward(
                 self._wire_batch(dense, tuple(fields)),
                 meta,
-                {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": "verl_grpo"},
+                dict(UPDATE_PROCESSING),
             )
             step = await client.step()
             for key, value in reply.get("metrics", {}).items():
