@@ -19,7 +19,7 @@ Ships inside the arctic-verl ``verl`` wheel. Nothing heavy is imported here; sub
 
 import importlib
 
-__all__ = ["client", "integrations", "kernels", "server"]
+__all__ = ["client", "integrations", "kernels", "protocol", "server"]
 
 
 def __getattr__(name: str):  # PEP 562: lazy subpackages

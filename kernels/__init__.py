@@ -23,7 +23,8 @@ Public names load lazily (PEP 562), so ``import arctic_platform.kernels`` import
   submodule rebinds the package attribute ``densify`` to the module, so a package-level function of the same name
   would silently turn into a module depending on import order.
 * :mod:`.cascade`: ``forest_cascade_attention``, ``forest_cascade_attention_reference``, ``build_forest_metadata``,
-  ``merge_attn_states``, ``fca_engine_overrides``, ``ForestMetadata``.
+  ``merge_attn_states``, ``ForestMetadata`` (the vLLM FCA enablement rule is
+  ``arctic_platform.integrations.verl.vllm_config.fca_engine_overrides``).
 
 Triton chooses between compiler and interpreter when a kernel module is first imported (``TRITON_INTERPRET``), so
 set ``TRITON_INTERPRET=1`` before the first access to a kernel to run the Triton paths on CPU.
@@ -39,7 +40,6 @@ _EXPORTS = {
     "forest_cascade_attention_reference": "cascade",
     "build_forest_metadata": "cascade",
     "merge_attn_states": "cascade",
-    "fca_engine_overrides": "cascade",
     "ForestMetadata": "cascade",
 }
 

@@ -37,8 +37,8 @@ Limits: no speculative decode (q_len > 1), no ALiBi / sliding window / soft-cap 
 (validation and the tile plan), so it is not CUDA-graph capturable yet (docs/kernels.md §4.5 lists what that needs).
 
 Also here: :func:`build_forest_metadata` (plain paged batch + group ids -> the arguments above, sharing only full
-blocks), :func:`merge_attn_states` (natural-log LSE merge, -inf safe) and :func:`fca_engine_overrides` (the rule
-for enabling ArcticInference's forest cascade attention in vLLM engine kwargs).
+blocks) and :func:`merge_attn_states` (natural-log LSE merge, -inf safe). The rule for enabling ArcticInference's
+FCA in vLLM engine kwargs lives with the integration that uses it: ``arctic_platform.integrations.verl.vllm_config``.
 
 Credits: ArcticInference ``flash_attn_forest_cascade.py`` (forest grouping), Hydragen and FlashInfer cascade
 inference (prefix/suffix split + LSE merge), Flash-Decoding (split-KV), the Triton fused-attention tutorial.
@@ -47,7 +47,6 @@ inference (prefix/suffix split + LSE merge), Flash-Decoding (split-KV), the Trit
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from dataclasses import dataclass
 
@@ -68,7 +67,6 @@ from ._utils import (
 __all__ = [
     "ForestMetadata",
     "build_forest_metadata",
-    "fca_engine_overrides",
     "forest_cascade_attention",
     "forest_cascade_attention_reference",
     "merge_attn_states",
@@ -603,90 +601,3 @@ def forest_cascade_attention(
     if round_in_torch:
         out = out.to(q.dtype)
     return (out, lse) if return_lse else out
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Enablement for vLLM + ArcticInference
-# ---------------------------------------------------------------------------------------------------------------
-FULL_GRAPH_MODES = ("FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
-
-
-def _mode_name(mode) -> str:
-    name = getattr(mode, "name", mode)  # vLLM's CUDAGraphMode enum or its string spelling
-    return str(name).strip().upper()
-
-
-def fca_engine_overrides(engine_kwargs: dict, *, fca_enabled: bool) -> dict:
-    """vLLM engine kwargs with forest cascade attention (FCA) actually able to run; the input is never mutated.
-
-    ArcticInference disables FCA for every batch when the CUDA-graph mode captures full graphs, and vLLM's default
-    (FULL_AND_PIECEWISE) does. The rule, when ``fca_enabled``:
-
-    * ``forest_cascade_attn_configs`` is added as ``"{}"`` (all defaults) when absent or None;
-    * unless ``enforce_eager`` is true, ``compilation_config["cudagraph_mode"]`` becomes ``"PIECEWISE"`` when the
-      caller chose no mode, merged into the caller's ``compilation_config`` (other keys kept, never a
-      ``setdefault`` of the whole dict); a mode the caller chose explicitly is kept if it is PIECEWISE or NONE;
-    * an explicit full-graph mode (FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE) raises ``ValueError``: that
-      combination would start an engine where FCA is configured but silently disabled;
-    * with ``enforce_eager`` true there are no CUDA graphs, so the mode is left as the caller set it.
-
-    With ``fca_enabled`` false the kwargs come back unchanged (a shallow copy).
-
-    Args:
-        engine_kwargs: vLLM ``LLM(...)`` / ``AsyncEngineArgs`` keyword arguments. ``compilation_config`` may be
-            absent, None, a dict or a JSON object string (returned as a dict).
-        fca_enabled: whether FCA / zorro inference is switched on.
-
-    Returns:
-        A new dict.
-
-    Raises:
-        ValueError: FCA with an explicit full-graph ``cudagraph_mode``, or a ``compilation_config`` /
-            ``forest_cascade_attn_configs`` string that is not a JSON object.
-        TypeError: a ``compilation_config`` of another type (pass a dict).
-    """
-    out = dict(engine_kwargs)
-    if not fca_enabled:
-        return out
-    cfg = out.get("forest_cascade_attn_configs")
-    if cfg is None:
-        out["forest_cascade_attn_configs"] = "{}"
-    elif isinstance(cfg, str):
-        try:
-            parsed = json.loads(cfg)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"forest_cascade_attn_configs is not valid JSON: {cfg!r}") from e
-        if not isinstance(parsed, dict):
-            raise ValueError(f"forest_cascade_attn_configs must be a JSON object, got {cfg!r}")
-    elif not isinstance(cfg, dict):
-        raise TypeError(f"forest_cascade_attn_configs must be a JSON object string or dict, got {type(cfg).__name__}")
-    if out.get("enforce_eager"):
-        return out
-    cc = out.get("compilation_config")
-    if cc is None:
-        cc = {}
-    elif isinstance(cc, str):
-        try:
-            cc = json.loads(cc)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"compilation_config is not valid JSON: {cc!r}") from e
-        if not isinstance(cc, dict):
-            raise ValueError(f"compilation_config must be a JSON object, got {out['compilation_config']!r}")
-    elif isinstance(cc, dict):
-        cc = dict(cc)  # only a top-level key changes: a shallow copy keeps the caller's dict (and its values) intact
-    else:
-        raise TypeError(
-            f"compilation_config must be a dict or JSON string for FCA, got {type(cc).__name__}; "
-            "pass {'cudagraph_mode': 'PIECEWISE', ...}"
-        )
-    mode = cc.get("cudagraph_mode")
-    if mode is None:
-        cc["cudagraph_mode"] = "PIECEWISE"
-    elif _mode_name(mode) in FULL_GRAPH_MODES:
-        raise ValueError(
-            f"forest cascade attention is enabled but compilation_config.cudagraph_mode={_mode_name(mode)} captures "
-            "full CUDA graphs, which disables FCA for every batch; use cudagraph_mode='PIECEWISE' (or NONE / "
-            "enforce_eager=True), or switch FCA off"
-        )
-    out["compilation_config"] = cc
-    return out

@@ -39,27 +39,42 @@ import threading
 import time
 from typing import Any
 
-from .config import JOB_CREATE_ORDER, ArcticRLClientConfig, CortexConfig, LocalConfig, OnPremConfig
+from ..protocol import FORWARD_PROCESSING, JOB_CREATE_ORDER, TERMINAL_STATES, UPDATE_PROCESSING, normalize_state
+from .config import ArcticRLClientConfig, CortexConfig, LocalConfig, OnPremConfig
 from .errors import ArcticRLError, ArcticRLJobError
 from .transports import HttpTransport, LocalServer, cortex_unavailable, read_token
 
 logger = logging.getLogger("arctic_platform.client")
 
-__all__ = ["ArcticRLClient", "AsyncArcticRLClient", "normalize_state", "TERMINAL_STATES"]
+__all__ = ["ArcticRLClient", "AsyncArcticRLClient", "normalize_state", "sampled_logprobs", "TERMINAL_STATES"]
 
-TERMINAL_STATES = ("failed", "terminated", "done", "cancelled", "canceled")
 HANDLE_VERSION = 1
-UPDATE_PROCESSING = {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": "verl_grpo"}
-FORWARD_PROCESSING = {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": None}
 
 
-def normalize_state(state: Any) -> str:
-    """Lower case, without a ``job_state_`` / ``request_state_`` prefix (Cortex compatibility)."""
-    s = str(state or "").strip().lower()
-    for prefix in ("job_state_", "request_state_"):
-        if s.startswith(prefix):
-            s = s[len(prefix) :]
-    return s
+def sampled_logprobs(result: dict) -> list[float] | None:
+    """Log-prob of each generated token from a generate result: ``logprobs[k][str(token_ids[k])]["logprob"]``.
+
+    Accepts the reference (ArcticInference) shape, one ``{token_id: {logprob, rank}}`` dict per position (token-id
+    keys as strings or ints), and a plain list of floats. None when the result carries no log-probs.
+    """
+    lps = result.get("logprobs")
+    if lps is None:
+        return None
+    ids = result["token_ids"]
+    if len(lps) != len(ids):
+        raise ArcticRLError(None, f"generate result has {len(lps)} logprobs for {len(ids)} tokens", "/generate")
+    out = []
+    for k, (entry, tok) in enumerate(zip(lps, ids, strict=True)):
+        if isinstance(entry, (int, float)):
+            out.append(float(entry))
+            continue
+        if not isinstance(entry, dict):
+            raise ArcticRLError(None, f"logprobs[{k}] is {type(entry).__name__}, not a dict", "/generate")
+        e = entry.get(str(tok), entry.get(tok))
+        if e is None:
+            raise ArcticRLError(None, f"logprobs[{k}] has no entry for the sampled token {tok}", "/generate")
+        out.append(float(e["logprob"] if isinstance(e, dict) else e))
+    return out
 
 
 def _job_id(v: int | str | None) -> int | str | None:
@@ -91,6 +106,11 @@ class AsyncArcticRLClient:
         self._started = False
         self._closed = False
         self.url: str | None = None
+        self.capabilities: tuple[str, ...] = ()
+        """What the server advertised in /health (``token_ids``, ...); empty for a reference server."""
+        self.retokenize_stats = {"prompts": 0, "mismatches": 0}
+        """Text-prompt generation: prompts sent as text, and those whose ``encode(decode(ids)) != ids``."""
+        self._tokenizer = None
 
     def __repr__(self) -> str:
         return (
@@ -152,7 +172,9 @@ class AsyncArcticRLClient:
                 request_timeout=c.request_timeout,
                 max_retries=c.max_retries,
             )
-            await self._wait_health(health_wait)
+            health = await self._wait_health(health_wait)
+            caps = health.get("capabilities") if isinstance(health, dict) else None
+            self.capabilities = tuple(str(x) for x in caps) if isinstance(caps, list) else ()
             if c.reconnecting:
                 for jt, jid in self._jobs.items():
                     if jid is not None:
@@ -180,13 +202,12 @@ class AsyncArcticRLClient:
         self._started = True
         return self
 
-    async def _wait_health(self, timeout: float) -> None:
+    async def _wait_health(self, timeout: float) -> Any:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
             try:
-                await self._transport.request("GET", "/health", timeout=min(5.0, self.config.request_timeout))
-                return
+                return await self._transport.request("GET", "/health", timeout=min(5.0, self.config.request_timeout))
             except ArcticRLError as e:
                 if self._server is not None and self._server.proc.poll() is not None:
                     rc, tail = self._server.proc.returncode, self._server.log_tail()
@@ -418,41 +439,132 @@ class AsyncArcticRLClient:
 
     # ---- sampling ----
     async def generate(
-        self, prompts: list[list[int]], sampling_params: dict | None = None, *, routing_key: Any = None
+        self,
+        prompts: list[list[int]] | list[str],
+        sampling_params: dict | None = None,
+        *,
+        routing_key: Any = None,
+        strict: bool = False,
     ) -> list[dict]:
-        """Sample continuations of token-id prompts (batched server-side with concurrent callers).
+        """Sample continuations (batched server-side with concurrent callers).
+
+        Token-id prompts travel as ids only to a server that advertises the ``token_ids`` capability (and
+        ``sampling.prompt_format`` is ``auto``); otherwise they are decoded to text with the model's tokenizer, as the
+        reference ``GenerateRequest.prompts: list[str]`` needs, and each is checked: ``encode(decode(ids)) == ids``
+        and the server's ``prompt_len`` == ``len(ids)``. Mismatches are counted in :attr:`retokenize_stats`; above
+        ``sampling.max_retokenize_mismatch_rate`` the call fails, naming the counts.
 
         Returns:
-            One dict per prompt: ``token_ids``, ``logprobs`` (sampled-token log-probs at the sampling temperature,
-            or None unless ``sampling_params["logprobs"]`` is not None), ``finish_reason`` (stop / length / abort),
-            ``prompt_len``, ``generation_len``, ``policy_version``.
+            One dict per prompt: ``text``, ``token_ids`` (exactly the generated ids), ``finish_reason``
+            (stop / length / abort), ``prompt_len``, ``generation_len``, ``prefix_cache_len``, ``logprobs`` (None, or
+            one ``{str(token_id): {logprob, rank}}`` per generated token; see :func:`sampled_logprobs`) and, from
+            this project's server, ``policy_version``.
         """
-        import torch
-
         jid = self._need("sampling", "/generate")
-        tree: dict[str, Any] = {"sampling_params": dict(sampling_params or {}), "routing_key": routing_key}
-        if prompts and all(isinstance(p, (list, tuple)) for p in prompts):
-            lens = [len(p) for p in prompts]
-            flat = [int(t) for p in prompts for t in p]
-            tree["prompt_token_ids"] = torch.tensor(flat, dtype=torch.int64)
-            tree["prompt_lens"] = torch.tensor(lens, dtype=torch.int64)
-        else:
-            tree["prompts"] = list(prompts)
+        prompts = list(prompts)
+        if not prompts:
+            raise ArcticRLError(None, "prompts is empty", "/generate")
+        as_ids = all(not isinstance(p, str) for p in prompts)
+        wire_prompts: list = [list(map(int, p)) if as_ids else p for p in prompts]
+        check = None
+        if as_ids and ("token_ids" not in self.capabilities or self.config.sampling.prompt_format == "text"):
+            wire_prompts, check = await asyncio.to_thread(self._to_text, wire_prompts)
+        tree: dict[str, Any] = {
+            "prompts": wire_prompts,
+            "sampling_params": dict(sampling_params or {}),
+            "routing_key": routing_key,
+            "strict": bool(strict),
+        }
         out = await self._frame_call("/generate", jid, tree, idempotent=True)
+        results = out["results"]
+        if len(results) != len(prompts):
+            raise ArcticRLError(None, f"{len(results)} results for {len(prompts)} prompts", "/generate")
+        if check is not None:
+            self._count_mismatches(check, results, [len(p) for p in prompts])
+        return results
+
+    def tokenizer(self):
+        """The model's tokenizer (loaded on first use from ``model_name``; only text-prompt generation needs it)."""
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.config.model_name)
+        return self._tokenizer
+
+    def _to_text(self, id_prompts: list[list[int]]) -> tuple[list[str], list[bool]]:
+        tok = self.tokenizer()
+        texts, same = [], []
+        for ids in id_prompts:
+            text = tok.decode(ids)
+            texts.append(text)
+            same.append(list(tok.encode(text, add_special_tokens=False)) == ids)
+        return texts, same
+
+    def _count_mismatches(self, same: list[bool], results: list[dict], lens: list[int]) -> None:
+        st = self.retokenize_stats
+        bad = sum(1 for ok, r, n in zip(same, results, lens, strict=True) if not ok or r.get("prompt_len", n) != n)
+        st["prompts"] += len(same)
+        st["mismatches"] += bad
+        if bad:
+            logger.warning(
+                "generate: %d of %d text prompts do not re-tokenize to their ids (total %d of %d)",
+                bad, len(same), st["mismatches"], st["prompts"],
+            )  # fmt: skip
+        rate = self.config.sampling.max_retokenize_mismatch_rate
+        if st["mismatches"] > rate * st["prompts"]:
+            raise ArcticRLError(
+                None,
+                f"{st['mismatches']} of {st['prompts']} prompts sent as text did not re-tokenize to the same ids "
+                f"(max_retokenize_mismatch_rate={rate}); the server does not advertise token_ids, so use one that "
+                "does, or raise the rate",
+                "/generate",
+            )
+
+    async def log_probs(
+        self, prompts: list[str] | list[list[int]], completions: list | None = None, top_k: int = 1
+    ) -> list[dict]:
+        """``/log-probs`` on the log_prob job: per-position ``prompt_logprobs`` of prompt + completion."""
+        jid = self._need("log_prob", "/log-probs")
+        body = {"prompts": list(prompts), "completions": completions, "top_k": top_k}
+        out = await self._call("POST", "/log-probs", params={"job_id": jid}, json_body=body, idempotent=True)
         return out["results"]
+
+    async def sleep_training(self, mode: str = "all") -> dict:
+        """Offload the training engine (``all`` / ``non_lp`` / ``lp_params``): ``{"job_id", "workers"}``."""
+        jid = self._need("training", "/sleep-training")
+        return await self._call("POST", "/sleep-training", params={"job_id": jid}, json_body={"mode": mode})
+
+    async def wake_training(self) -> dict:
+        jid = self._need("training", "/wake-training")
+        return await self._call("POST", "/wake-training", params={"job_id": jid}, json_body={}, idempotent=True)
+
+    async def empty_training_cache(self) -> dict:
+        jid = self._need("training", "/empty-training-cache")
+        return await self._call("POST", "/empty-training-cache", params={"job_id": jid}, idempotent=True)
+
+    async def sleep_log_prob(self) -> dict:
+        jid = self._need("log_prob", "/sleep-log-prob")
+        return await self._call("POST", "/sleep-log-prob", params={"job_id": jid}, idempotent=True)
+
+    async def wake_log_prob(self) -> dict:
+        jid = self._need("log_prob", "/wake-log-prob")
+        return await self._call("POST", "/wake-log-prob", params={"job_id": jid}, idempotent=True)
 
     async def sync_weights(self, policy_version: int | None = None) -> dict:
         """Copy the training weights into the sampler (and bump or set its version): ``{"policy_version", ...}``.
 
-        Every /generate that arrives after this returns uses the new weights.
+        Sent as the reference unified client sends it: ``POST /operation`` with ``operation_type="weight-sync"``
+        (``policy_version`` in the payload is an extension a reference server ignores). Every /generate that arrives
+        after this returns uses the new weights.
         """
         tid = self._need("training", "/weight-sync")
         sid = self._need("sampling", "/weight-sync")
-        body = {"source_sub_job_id": tid, "target_sub_job_ids": [sid]}
+        payload: dict[str, Any] = {"source_sub_job_id": tid, "target_sub_job_ids": [sid]}
         if policy_version is not None:
-            body["policy_version"] = policy_version
+            payload["policy_version"] = policy_version
+        body = {"operation_type": "weight-sync", "sub_job_id": tid, "sub_job_type": "training", "payload": payload}
         return await self._call(
-            "POST", "/weight-sync", params={"job_id": tid}, json_body=body, idempotent=policy_version is not None
+            "POST", "/operation", params={"job_id": tid}, json_body=body, idempotent=policy_version is not None
         )
 
     async def sleep_inference(self, level: int = 1) -> dict:
@@ -469,7 +581,12 @@ class AsyncArcticRLClient:
 
     async def reset_prefix_cache(self) -> dict:
         sid = self._need("sampling", "/reset-prefix-cache")
-        return await self._call("POST", "/reset-prefix-cache", params={"job_id": sid}, json_body={}, idempotent=True)
+        body = {
+            "operation_type": "reset-prefix-cache",
+            "sub_job_type": "sampling",
+            "payload": {"drain": True, "timeout_s": 60.0, "retry_interval_s": 0.1},
+        }
+        return await self._call("POST", "/operation", params={"job_id": sid}, json_body=body, idempotent=True)
 
     async def weight_norm(self) -> dict:
         """``{"training_norm", "sampling_norm", "training_num_params", "sampling_num_params", "policy_version"}``."""
@@ -592,8 +709,36 @@ class ArcticRLClient:
     def load_checkpoint(self, path: str | None = None, step: int | None = None) -> dict:
         return self._run(self._client.load_checkpoint(path, step))
 
-    def generate(self, prompts: list[list[int]], sampling_params: dict | None = None, *, routing_key: Any = None):
-        return self._run(self._client.generate(prompts, sampling_params, routing_key=routing_key))
+    def generate(
+        self, prompts: list, sampling_params: dict | None = None, *, routing_key: Any = None, strict: bool = False
+    ):
+        return self._run(self._client.generate(prompts, sampling_params, routing_key=routing_key, strict=strict))
+
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        return self._client.capabilities
+
+    @property
+    def retokenize_stats(self) -> dict:
+        return self._client.retokenize_stats
+
+    def log_probs(self, prompts: list, completions: list | None = None, top_k: int = 1) -> list[dict]:
+        return self._run(self._client.log_probs(prompts, completions, top_k))
+
+    def sleep_training(self, mode: str = "all") -> dict:
+        return self._run(self._client.sleep_training(mode))
+
+    def wake_training(self) -> dict:
+        return self._run(self._client.wake_training())
+
+    def empty_training_cache(self) -> dict:
+        return self._run(self._client.empty_training_cache())
+
+    def sleep_log_prob(self) -> dict:
+        return self._run(self._client.sleep_log_prob())
+
+    def wake_log_prob(self) -> dict:
+        return self._run(self._client.wake_log_prob())
 
     def sync_weights(self, policy_version: int | None = None) -> dict:
         return self._run(self._client.sync_weights(policy_version))

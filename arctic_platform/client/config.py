@@ -30,6 +30,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from ..protocol import JOB_CREATE_ORDER, build_ds_config
+
 __all__ = [
     "ArcticRLClientConfig",
     "CortexConfig",
@@ -40,9 +42,6 @@ __all__ = [
     "TrainingConfig",
     "JOB_CREATE_ORDER",
 ]
-
-JOB_CREATE_ORDER = ("sampling", "log_prob", "training")
-"""Creation order (protocol §1.1); destruction runs in reverse."""
 
 
 class _Model(BaseModel):
@@ -92,10 +91,25 @@ class TrainingConfig(_Model):
 class SamplingConfig(_Model):
     """Sampling job settings."""
 
-    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Passed through to the sampling engine (``max_num_seqs`` sizes the decode batch of the torch engine)."""
+    vllm_config: dict[str, Any] = Field(default_factory=dict)
+    """``JobConfig.vllm_config``: vLLM engine args on a reference server (``max_num_seqs`` also sizes the decode batch
+    of the torch engine; ``max_model_len`` defaults to ``max_seq_len``). ``engine_kwargs`` is its old name."""
     arctic_inference_config: dict[str, Any] | None = None
     """The verl ``rollout`` block (FCA / speculative decoding); the CPU torch engine warns once and ignores it."""
+    prompt_format: Literal["auto", "text"] = "auto"
+    """``auto``: send token-id prompts when the server advertises ``token_ids`` in /health, else decoded text;
+    ``text``: always text (as the reference client does)."""
+    max_retokenize_mismatch_rate: float = Field(0.0, ge=0, le=1)
+    """Text prompts: fraction of prompts whose ``encode(decode(ids)) != ids`` tolerated before generate fails."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "engine_kwargs" in data:
+            data = dict(data)
+            old = data.pop("engine_kwargs") or {}
+            data["vllm_config"] = {**old, **(data.get("vllm_config") or {})}
+        return data
 
 
 class LocalConfig(_Model):
@@ -249,7 +263,12 @@ class ArcticRLClientConfig(_Model):
         ]
 
     def job_config(self, job_type: str) -> dict[str, Any]:
-        """The ``/initialize`` body of ``job_type`` (protocol §2.2 ``JobConfig``)."""
+        """The ``/initialize`` body of ``job_type``: a reference ``JobConfig`` (docs/arctic-rl-protocol.md §2).
+
+        Optimizer, clipping and schedule go in ``ds_config`` (the reference adapter's shape), the sampler's engine
+        args in ``vllm_config``, FCA / speculative decoding in ``arctic_inference_config``; the embedded server's own
+        settings with no reference field (``device``, ``dtype``, ``max_seq_len``) in ``extensions``.
+        """
         model = self.model_name
         if isinstance(self.backend, LocalConfig) and os.path.isdir(model):
             model = os.path.abspath(model)
@@ -257,30 +276,34 @@ class ArcticRLClientConfig(_Model):
             "model_name": model,
             "job_type": job_type,
             "num_devices": self.job_gpus(job_type),
-            "device": self.device,
-            "max_seq_len": self.max_seq_len,
         }
         if self.seed is not None:
             body["seed"] = self.seed
+        ext: dict[str, Any] = {"device": self.device, "max_seq_len": self.max_seq_len}
         if self.dtype is not None:
-            body["dtype"] = self.dtype
+            ext["dtype"] = self.dtype
+        body["extensions"] = ext
         if job_type == "training":
             t = self.training
-            body["training_config"] = {
-                "optimizer": t.optimizer.model_dump(),
-                "grad_clip": t.grad_clip,
-                "lr_scheduler_type": t.lr_scheduler_type,
-                "warmup_steps": t.warmup_steps,
-                "total_steps": t.total_steps,
-                "min_lr_ratio": t.min_lr_ratio,
-                "micro_batch_size": t.micro_batch_size,
-            }
+            o = t.optimizer
+            body["ds_config"] = build_ds_config(
+                lr=o.lr,
+                betas=o.betas,
+                eps=o.eps,
+                weight_decay=o.weight_decay,
+                grad_clip=t.grad_clip,
+                lr_scheduler_type=t.lr_scheduler_type,
+                warmup_steps=t.warmup_steps,
+                total_steps=t.total_steps,
+                min_lr_ratio=t.min_lr_ratio,
+                micro_batch_size=t.micro_batch_size,
+            )
             ckpt = t.checkpoint_path
             if ckpt and isinstance(self.backend, LocalConfig):
                 ckpt = os.path.abspath(ckpt)  # the local server runs in its own working directory
             body["checkpoint_path"] = ckpt
         elif job_type == "sampling":
-            body["engine_kwargs"] = {"max_model_len": self.max_seq_len, **self.sampling.engine_kwargs}
+            body["vllm_config"] = {"max_model_len": self.max_seq_len, **self.sampling.vllm_config}
             if self.sampling.arctic_inference_config:
                 body["arctic_inference_config"] = self.sampling.arctic_inference_config
         return body

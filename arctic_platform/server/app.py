@@ -42,8 +42,25 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .. import wire
+from ..protocol import (
+    CAPABILITIES,
+    SLEEP_TRAINING_MODES,
+    DestroyRequest,
+    JobConfig,
+    JobStatus,
+    LoadCheckpointRequest,
+    LogProbsRequest,
+    OperationRequest,
+    ResetPrefixCacheRequest,
+    SaveRequest,
+    SleepRequest,
+    SleepTrainingRequest,
+    StepRequest,
+    WeightNormRequest,
+    WeightSyncRequest,
+)
 from .engines import GenerateItem, RequestError, SamplingEngine, weight_norm
-from .jobs import Job, JobConfig, JobRegistry, ServerLimits, _one_line
+from .jobs import Job, JobRegistry, ServerLimits, _one_line
 
 logger = logging.getLogger("arctic_platform.server")
 # Lifecycle events (weight syncs, checkpoints) are logged at INFO even when the server is not --verbose.
@@ -74,64 +91,6 @@ class ServerSettings:
 # ------------------------------------------------------------------------------------------------
 # request models
 # ------------------------------------------------------------------------------------------------
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class DestroyRequest(_Strict):
-    job_type: str
-
-
-class StepRequest(_Strict):
-    learning_rate: float | None = Field(None, ge=0)
-
-
-class SaveRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    checkpoint_id: str | None = None
-    checkpoint_type: str = "resumable"
-    path: str | None = None
-    step: int | None = Field(None, ge=0)
-    export_hf: bool = False
-    save_total_limit: int | None = Field(None, ge=1)
-    stage_info: dict | None = None
-
-
-class LoadCheckpointRequest(_Strict):
-    path: str | None = None
-    step: int | None = Field(None, ge=0)
-
-
-class WeightSyncRequest(_Strict):
-    source_sub_job_id: int | None = None
-    target_sub_job_ids: list[int] | None = None
-    cuda_ipc: bool | None = None
-    low_memory: bool | None = None
-    policy_version: int | None = Field(None, ge=0)
-
-
-class WeightNormRequest(_Strict):
-    training_job_id: int
-    sampling_job_id: int
-
-
-class SleepRequest(_Strict):
-    level: int = 1
-
-
-class ResetPrefixCacheRequest(_Strict):
-    drain: bool = True
-    timeout_s: float = 60.0
-    retry_interval_s: float = 0.1
-
-
-class OperationRequest(_Strict):
-    operation_type: str
-    sub_job_id: int | str | None = None
-    sub_job_type: str | None = None
-    payload: dict = Field(default_factory=dict)
 
 
 class SamplingParams(BaseModel):
@@ -234,7 +193,7 @@ def _locked(job: Job, fn, timeout: float, *more: Job):
             if not j.lock.acquire(timeout=timeout):
                 raise RequestError(f"job {j.job_id} stayed busy for {timeout:.0f}s (engine_timeout_s)", 503)
             held.append(j)
-            if j.status != "running" or j.engine is None:
+            if j.status != JobStatus.RUNNING or j.engine is None:
                 raise RequestError(f"job {j.job_id} is {j.status}" + (f": {j.reason}" if j.reason else ""), 409)
         t0 = time.perf_counter()
         if job.meter is not None:
@@ -480,7 +439,8 @@ def create_app(settings: ServerSettings) -> Any:
     # ---- control plane ----
     @app.get("/health")
     async def health():
-        return {"status": "OK"}
+        # The reference answers {"status": "OK"}; "capabilities" is this server's extension (protocol.CAPABILITIES).
+        return {"status": "OK", "capabilities": list(CAPABILITIES)}
 
     @app.get("/status")
     async def status():
@@ -511,7 +471,12 @@ def create_app(settings: ServerSettings) -> Any:
         task = asyncio.create_task(build())
         background.add(task)
         task.add_done_callback(background.discard)
-        return {"job_id": job.job_id, "job_type": job.job_type, "running": False, "status": job.status}
+        return {
+            "job_id": job.job_id,
+            "job_type": job.job_type,
+            "running": job.status == JobStatus.RUNNING,
+            "status": job.status,  # extension: PENDING while the build runs (poll /job/{id})
+        }
 
     @app.post("/destroy")
     async def destroy(request: Request, job_id: int | None = None):
@@ -536,7 +501,10 @@ def create_app(settings: ServerSettings) -> Any:
         out = await _thread(
             _locked,
             job,
-            lambda: job.engine.forward_backward(tree.get("batch"), tree.get("meta") or {}, tree.get("processing")),
+            lambda: (
+                job.engine.require_awake()
+                or job.engine.forward_backward(tree.get("batch"), tree.get("meta") or {}, tree.get("processing"))
+            ),
             timeout,
         )
         return _frame({"job_id": job.job_id, **out})
@@ -548,7 +516,10 @@ def create_app(settings: ServerSettings) -> Any:
         out = await _thread(
             _locked,
             job,
-            lambda: job.engine.forward(tree.get("batch"), tree.get("meta") or {}, tree.get("processing")),
+            lambda: (
+                job.engine.require_awake()
+                or job.engine.forward(tree.get("batch"), tree.get("meta") or {}, tree.get("processing"))
+            ),
             timeout,
         )
         return _frame({"job_id": job.job_id, "avg_loss": None, **out})
@@ -557,7 +528,9 @@ def create_app(settings: ServerSettings) -> Any:
     async def step(request: Request, job_id: int | None = None):
         job = registry.require(job_id, "training")
         req = _model(StepRequest, await _json_body(request))
-        out = await _thread(_locked, job, lambda: job.engine.step(req.learning_rate), timeout)
+        out = await _thread(
+            _locked, job, lambda: job.engine.require_awake() or job.engine.step(req.learning_rate), timeout
+        )
         return {"job_id": job.job_id, "batch": {}, **out}
 
     @app.post("/save")
@@ -612,7 +585,7 @@ def create_app(settings: ServerSettings) -> Any:
     async def _sleep(job_id: int | None, level: int) -> dict:
         job = registry.require(job_id, "sampling")
         out = await _thread(_locked, job, lambda: job.engine.sleep(level), timeout)
-        return {"job_id": job.job_id, "sampling": out}
+        return {"job_id": job.job_id, "sampling": [{"replica": 0, **out}]}
 
     async def _wake(job_id: int | None, body: Any) -> dict:
         job = registry.require(job_id, "sampling")
@@ -623,11 +596,11 @@ def create_app(settings: ServerSettings) -> Any:
         if tags is not None and (not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)):
             raise RequestError("wake-inference takes a tag list, {'tags': [...]}, or null", 422)
         out = await _thread(_locked, job, lambda: job.engine.wake(tags), timeout)
-        return {"job_id": job.job_id, "sampling": out}
+        return {"job_id": job.job_id, "sampling": [{"replica": 0, "tags": tags, **out}]}
 
     async def _reset(job_id: int | None) -> dict:
         job = registry.require(job_id, "sampling")
-        return {"job_id": job.job_id, "sampling": {"reset": True, "note": "the torch engine keeps no prefix cache"}}
+        return {"job_id": job.job_id, "sampling": [True]}  # the torch engine keeps no prefix cache
 
     async def _weight_sync(job_id: int | None, req: WeightSyncRequest) -> dict:
         train = registry.require(job_id, "training")
@@ -720,6 +693,65 @@ def create_app(settings: ServerSettings) -> Any:
 
         return await _thread(_locked, train, do, timeout, samp)
 
+    # ---- training / log_prob memory: offload ("sleep") and reload ("wake") the torch engines ----
+    async def _offload(job_id: int | None, job_type: str, mode: str) -> dict:
+        job = registry.require(job_id, job_type)
+        out = await _thread(_locked, job, lambda: job.engine.offload(mode), timeout)
+        events.info("sleep: %s job %s offloaded (mode %s)", job_type, job.job_id, mode)
+        return {"job_id": job.job_id, "workers": [out]}
+
+    async def _reload(job_id: int | None, job_type: str) -> dict:
+        job = registry.require(job_id, job_type)
+        out = await _thread(_locked, job, lambda: job.engine.reload(), timeout)
+        return {"job_id": job.job_id, "workers": [out]}
+
+    @app.post("/sleep-training")
+    async def sleep_training(request: Request, job_id: int | None = None, mode: str = "all"):
+        body = await _json_body(request)
+        if isinstance(body, dict) and body.get("mode") is not None:
+            mode = _model(SleepTrainingRequest, body).mode
+        if mode not in SLEEP_TRAINING_MODES:
+            raise RequestError(f"mode {mode!r} is not one of {list(SLEEP_TRAINING_MODES)}", 422)
+        return await _offload(job_id, "training", mode)
+
+    @app.post("/wake-training")
+    async def wake_training(request: Request, job_id: int | None = None):
+        await _json_body(request)
+        return await _reload(job_id, "training")
+
+    @app.post("/sleep-log-prob")
+    async def sleep_log_prob(request: Request, job_id: int | None = None):
+        await _json_body(request)
+        return await _offload(job_id, "log_prob", "all")
+
+    @app.post("/wake-log-prob")
+    async def wake_log_prob(request: Request, job_id: int | None = None):
+        await _json_body(request)
+        return await _reload(job_id, "log_prob")
+
+    @app.post("/empty-training-cache")
+    async def empty_training_cache(request: Request, job_id: int | None = None):
+        await _json_body(request)
+        job = registry.require(job_id, "training")
+        out = await _thread(_locked, job, lambda: job.engine.empty_cache(), timeout)
+        return {"job_id": job.job_id, "workers": [out]}
+
+    @app.post("/log-probs")
+    async def log_probs(request: Request, job_id: int | None = None):
+        job = registry.require(job_id, "log_prob")
+        req = _model(LogProbsRequest, await _json_body(request, required=True))
+        if req.completions is not None and len(req.completions) != len(req.prompts):
+            raise RequestError(f"completions has {len(req.completions)} items, prompts {len(req.prompts)}", 422)
+        if not req.prompts:
+            raise RequestError("prompts is empty", 422)
+
+        def do():
+            job.engine.require_awake()
+            return job.engine.log_probs_text(job.engine.tokenizer(), req.prompts, req.completions, req.top_k)
+
+        results = await _thread(_locked, job, do, timeout)
+        return _frame({"job_id": job.job_id, "results": results})
+
     @app.post("/operation")
     async def operation(request: Request, job_id: int | None = None):
         req = _model(OperationRequest, await _json_body(request, required=True))
@@ -756,19 +788,18 @@ def create_app(settings: ServerSettings) -> Any:
 
 
 def _resolve_checkpoint(job: Job, path: str | None, step: int | None) -> Path:
-    """``path`` may be a checkpoint folder or a root holding ``checkpoint-<step>`` and ``latest``."""
+    """As the reference: ``step`` -> ``<path or job dir>/checkpoint-<step>``; ``path`` alone -> that folder; neither
+    -> the job dir's ``latest`` (a step number, or a folder name) if present, else the job dir itself."""
     root = Path(path).expanduser() if path else job.checkpoint_root
-    if (root / "trainer_state.json").is_file() and step is None:
-        return root
     if step is not None:
         target = root / f"checkpoint-{step}"
+    elif (root / "latest").is_file() and (path is None or not (root / "trainer_state.json").is_file()):
+        name = (root / "latest").read_text().strip()
+        target = root / (f"checkpoint-{name}" if name.isdigit() else name)
     else:
-        latest = root / "latest"
-        if not latest.is_file():
-            raise RequestError(f"no checkpoint at {root} (no trainer_state.json and no 'latest' file)", 404)
-        target = root / latest.read_text().strip()
+        target = root
     if not (target / "trainer_state.json").is_file():
-        raise RequestError(f"no checkpoint at {target}", 404)
+        raise RequestError(f"no checkpoint at {target} (no trainer_state.json)", 404)
     return target
 
 
@@ -786,35 +817,21 @@ def _generate_items(tree: dict, engine: SamplingEngine) -> list[GenerateItem]:
         logger.info("generate: ignoring unsupported sampling_params %s (send strict=true to refuse)", unsupported)
     prompts: list[list[int]] = []
     texts: list[str | None] = []
-    if tree.get("prompt_token_ids") is not None:
-        flat, lens = tree.get("prompt_token_ids"), tree.get("prompt_lens")
-        if (
-            not isinstance(flat, torch.Tensor)
-            or not isinstance(lens, torch.Tensor)
-            or flat.dim() != 1
-            or lens.dim() != 1
-        ):
-            raise RequestError("prompt_token_ids and prompt_lens must be 1-D integer tensors", 422)
-        if flat.dtype.is_floating_point or lens.dtype.is_floating_point or int(lens.sum()) != flat.numel():
-            raise RequestError("prompt_lens must sum to len(prompt_token_ids) (integer tensors)", 422)
-        prompts = [p.tolist() for p in torch.split(flat.long(), lens.long().tolist())]
-        texts = [None] * len(prompts)
-    else:
-        raw = tree.get("prompts")
-        if not isinstance(raw, list) or not raw:
-            raise RequestError("prompts must be a non-empty list of token-id lists (or strings)", 422)
-        for i, p in enumerate(raw):
-            if isinstance(p, str):
-                prompts.append(list(engine.tokenizer().encode(p, add_special_tokens=False)))
-                texts.append(p)
-            elif isinstance(p, torch.Tensor) and p.dim() == 1 and not p.dtype.is_floating_point:
-                prompts.append(p.long().tolist())
-                texts.append(None)
-            elif isinstance(p, (list, tuple)) and all(isinstance(t, int) and not isinstance(t, bool) for t in p):
-                prompts.append(list(p))
-                texts.append(None)
-            else:
-                raise RequestError(f"prompts[{i}] must be a list of token ids or a string", 422)
+    raw = tree.get("prompts")
+    if not isinstance(raw, list) or not raw:
+        raise RequestError("prompts must be a non-empty list of strings (or token-id lists: capability token_ids)", 422)
+    for i, p in enumerate(raw):
+        if isinstance(p, str):
+            prompts.append(list(engine.tokenizer().encode(p, add_special_tokens=False)))
+            texts.append(p)
+        elif isinstance(p, torch.Tensor) and p.dim() == 1 and not p.dtype.is_floating_point:
+            prompts.append(p.long().tolist())
+            texts.append(None)
+        elif isinstance(p, (list, tuple)) and all(isinstance(t, int) and not isinstance(t, bool) for t in p):
+            prompts.append(list(p))
+            texts.append(None)
+        else:
+            raise RequestError(f"prompts[{i}] must be a list of token ids or a string", 422)
     if not prompts:
         raise RequestError("prompts is empty", 422)
     max_seq = engine.settings.max_seq_len

@@ -44,6 +44,7 @@ from typing import Any
 
 import torch
 
+from ..protocol import ALLOWED_LOSS_FNS, ALLOWED_POST, RESPONSE_FIELDS
 from . import loss as L
 
 logger = logging.getLogger("arctic_platform.server")
@@ -192,8 +193,6 @@ def model_logits(model, input_ids, attention_mask, position_ids, temperature: fl
 # ------------------------------------------------------------------------------------------------
 # batch schema (protocol §4 dense layout)
 # ------------------------------------------------------------------------------------------------
-
-RESPONSE_FIELDS = ("response_mask", "old_log_probs", "advantages", "ref_log_prob", "rollout_is_weights", "loss_mask")
 
 
 def _need(batch: dict, key: str) -> torch.Tensor:
@@ -380,9 +379,107 @@ class _ModelEngine:
     def weight_norm(self) -> tuple[float, int]:
         return weight_norm(self.model)
 
+    # ---- sleep / wake of a model engine (/sleep-training, /wake-training, /sleep-log-prob, /wake-log-prob) ----
+    asleep = False
 
-_ALLOWED_POST = {"apply_temperature", "compute_entropy_and_logprobs"}
-_ALLOWED_LOSS_FNS = {None, "verl_grpo", "verl_ppo", "vanilla"}
+    def offload(self, mode: str = "all") -> dict:
+        """Move the weights (and optimizer state) to CPU. On a CPU engine nothing moves; the state is recorded."""
+        if self.device.type == "cuda":
+            self.model.to("cpu")
+            opt = getattr(self, "optimizer", None)
+            if opt is not None and mode != "lp_params":
+                _optimizer_to(opt, torch.device("cpu"))
+            torch.cuda.empty_cache()
+        self.asleep = True
+        return {"offloaded": True, "mode": mode, "device": str(self.device)}
+
+    def reload(self) -> dict:
+        if self.device.type == "cuda":
+            self.model.to(self.device)
+            opt = getattr(self, "optimizer", None)
+            if opt is not None:
+                _optimizer_to(opt, self.device)
+        self.asleep = False
+        return {"reloaded": True, "device": str(self.device)}
+
+    def empty_cache(self) -> dict:
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return {"emptied": True, "device": str(self.device)}
+
+    def require_awake(self) -> None:
+        if self.asleep:
+            raise RequestError(f"the {self.kind} engine is offloaded (sleeping); wake it first", 409)
+
+    def log_probs_text(self, tokenizer, prompts: list, completions: list | None, top_k: int = 1) -> list[dict]:
+        """``/log-probs``: log-probs (T = 1) of every token of prompt + completion given the tokens before it, in the
+        reference's vLLM result shape (``prompt_logprobs``: per position ``{str(id): {logprob, rank}}`` holding the
+        actual token and the ``top_k`` best; position 0 is None). Nothing is generated."""
+        rows: list[list[int]] = []
+        plens: list[int] = []
+        for i, p in enumerate(prompts):
+            c = completions[i] if completions is not None else None
+            pid = list(tokenizer.encode(p, add_special_tokens=False)) if isinstance(p, str) else list(p)
+            cid = (
+                []
+                if c is None
+                else (list(tokenizer.encode(c, add_special_tokens=False)) if isinstance(c, str) else list(c))
+            )
+            ids = pid + cid
+            if len(ids) < 2:
+                raise RequestError(f"prompts[{i}] (+ completion) has fewer than 2 tokens; nothing to score", 422)
+            if len(ids) > self.settings.max_seq_len:
+                raise RequestError(
+                    f"row {i} has {len(ids)} tokens, more than max_seq_len {self.settings.max_seq_len}", 400
+                )
+            if min(ids) < 0 or max(ids) >= self.vocab_size:
+                raise RequestError(f"row {i} holds token ids outside [0, {self.vocab_size})", 422)
+            rows.append(ids)
+            plens.append(len(pid))
+        out = []
+        with torch.inference_mode():
+            for ids, pl in zip(rows, plens, strict=True):
+                t = self._to(torch.tensor([ids], dtype=torch.long))
+                logits = model_logits(
+                    self.model, t, torch.ones_like(t), position_ids_from_mask(torch.ones_like(t)), 1.0
+                )
+                logp = torch.log_softmax(logits[0, :-1].float(), dim=-1).cpu()
+                plps: list[dict | None] = [None]  # vLLM's prompt_logprobs: nothing predicts the first token
+                for pos, tok in enumerate(ids[1:]):
+                    row = logp[pos]
+                    entry: dict[str, dict] = {}
+                    if top_k > 0:
+                        v, ix = torch.topk(row, min(top_k, row.numel()))
+                        for rank, (a, b) in enumerate(zip(ix.tolist(), v.tolist(), strict=True), start=1):
+                            entry[str(a)] = {"logprob": float(b), "rank": rank}
+                    if str(tok) not in entry:
+                        entry[str(tok)] = {"logprob": float(row[tok]), "rank": int((row > row[tok]).sum()) + 1}
+                    plps.append(entry)
+                out.append(
+                    {
+                        "text": "",
+                        "token_ids": [],
+                        "finish_reason": "length",
+                        "prompt_len": len(ids),
+                        "generation_len": 0,
+                        "prefix_cache_len": 0,
+                        "prompt_token_ids": ids,  # extension: the scored ids (prompt + completion)
+                        "completion_start": pl,  # extension: index of the first completion token
+                        "prompt_logprobs": plps,
+                    }
+                )
+        return out
+
+
+def _optimizer_to(opt, device) -> None:
+    for st in opt.state.values():
+        for k, v in st.items():
+            if isinstance(v, torch.Tensor) and k != "step":
+                st[k] = v.to(device)
+
+
+_ALLOWED_POST = set(ALLOWED_POST)
+_ALLOWED_LOSS_FNS = set(ALLOWED_LOSS_FNS)
 
 
 def _check_processing(processing: dict | None, *, forward_only: bool) -> None:
@@ -408,6 +505,18 @@ class ForwardEngine(_ModelEngine):
 
     def __init__(self, settings: EngineSettings):
         super().__init__(settings, train=False)
+        self._tokenizer = None
+
+    def tokenizer(self):
+        """The model folder's tokenizer (``/log-probs`` with text prompts)."""
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            try:
+                self._tokenizer = AutoTokenizer.from_pretrained(self.settings.model_path)
+            except Exception as e:  # noqa: BLE001
+                raise RequestError(f"the model folder has no usable tokenizer for text prompts ({e})", 422) from None
+        return self._tokenizer
 
     def load_weights_from(self, source_model) -> None:
         _copy_weights(source_model, self.model)
@@ -593,13 +702,15 @@ class TrainingEngine(_ModelEngine):
 
     # ---- checkpoints ----
     def save(self, root: Path, step: int | None, save_total_limit: int | None, export_hf: bool = False) -> dict:
-        """Write ``root/checkpoint-<step>/`` (safetensors + JSON) atomically, point ``root/latest`` at it, prune."""
+        """Save as the reference does (docs/arctic-rl-protocol.md §5): with ``step``, into ``root/checkpoint-<step>/``
+        (atomically) and ``root/latest`` = the step; without, into ``root`` itself. ``save_total_limit`` prunes the
+        oldest ``checkpoint-*`` children of ``root`` either way. ``global_step`` is the engine's optimizer step count.
+        """
         from safetensors.torch import save_file
 
-        step = self.global_steps if step is None else int(step)
         root.mkdir(parents=True, exist_ok=True)
-        name = f"checkpoint-{step}"
-        target = root / name
+        name = f"checkpoint-{int(step)}" if step is not None else "checkpoint"
+        target = root / name if step is not None else root
         tmp = root / f".{name}.tmp-{os.getpid()}-{time.monotonic_ns()}"
         tmp.mkdir()
         try:
@@ -631,15 +742,23 @@ class TrainingEngine(_ModelEngine):
             if export_hf:
                 self.model.save_pretrained(tmp / "hf")
                 hf_path = str(target / "hf")
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(tmp, target)
+            if step is not None:
+                if target.exists():
+                    shutil.rmtree(target)
+                os.replace(tmp, target)
+            else:  # into root itself, file by file (root also holds checkpoint-* children)
+                if (root / "hf").exists() and (tmp / "hf").exists():
+                    shutil.rmtree(root / "hf")
+                for f in sorted(tmp.iterdir(), key=lambda x: x.name == "trainer_state.json"):
+                    os.replace(f, root / f.name)  # trainer_state.json last: it marks the checkpoint complete
+                tmp.rmdir()
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        latest_tmp = root / f".latest.tmp-{os.getpid()}"
-        latest_tmp.write_text(name + "\n")
-        os.replace(latest_tmp, root / "latest")
+        if step is not None:
+            latest_tmp = root / f".latest.tmp-{os.getpid()}"
+            latest_tmp.write_text(f"{int(step)}\n")  # the reference writes the step number
+            os.replace(latest_tmp, root / "latest")
         if save_total_limit is not None and save_total_limit > 0:
             ckpts = sorted(
                 (int(m.group(1)), p)
@@ -649,7 +768,7 @@ class TrainingEngine(_ModelEngine):
             for _, p in ckpts[: max(0, len(ckpts) - save_total_limit)]:
                 if p != target:
                     shutil.rmtree(p, ignore_errors=True)
-        return {"path": str(target), "hf_path": hf_path, "global_step": step}
+        return {"path": str(target), "hf_path": hf_path, "global_step": self.global_steps}
 
     def load(self, target: Path) -> dict:
         """Restore model, optimizer, scheduler, step counters and RNG from a checkpoint folder."""
@@ -740,10 +859,20 @@ class SamplingEngine(_ModelEngine):
             self._tokenizer = AutoTokenizer.from_pretrained(self.settings.model_path)
         return self._tokenizer
 
+    def _text_tokenizer(self):
+        """The tokenizer for ``text`` in results, or None when the model folder has none (text is then null)."""
+        if self._tokenizer is None and not getattr(self, "_no_tokenizer", False):
+            try:
+                self.tokenizer()
+            except Exception:  # noqa: BLE001 - a model folder without a tokenizer still serves token ids
+                logger.warning("no tokenizer in %s: generate results carry text=null", self.settings.model_path)
+                self._no_tokenizer = True
+        return self._tokenizer
+
     def load_weights_from(self, source_model) -> None:
         _copy_weights(source_model, self.model)
 
-    # ---- sleep / wake (protocol §7.2) ----
+    # ---- sleep / wake (docs/arctic-rl-protocol.md §5) ----
     def sleep(self, level: int) -> dict:
         if level not in (1, 2):
             raise RequestError(f"sleep level must be 1 or 2, got {level}")
@@ -839,8 +968,7 @@ class SamplingEngine(_ModelEngine):
                 tokens[i].append(tok)
                 if items[i].logprobs is not None:
                     lps[i].append(chosen_lp[i])
-                    if items[i].logprobs > 0:
-                        tops[i].append(top[i])
+                    tops[i].append(top[i])
                 if tok in stops[i]:
                     reason[i] = "stop"
                 elif len(tokens[i]) >= items[i].max_tokens:
@@ -852,19 +980,18 @@ class SamplingEngine(_ModelEngine):
             mask = torch.cat([mask, torch.ones((B, 1), dtype=mask.dtype, device=dev)], dim=1)
         results = []
         for i, it in enumerate(items):
+            tok = self._text_tokenizer()
             r = {
+                "text": tok.decode(tokens[i]) if tok is not None else None,
                 "token_ids": tokens[i],
-                "logprobs": lps[i] if it.logprobs is not None else None,
                 "finish_reason": reason[i] or "length",
                 "prompt_len": lens[i],
                 "generation_len": len(tokens[i]),
                 "prefix_cache_len": 0,
-                "policy_version": version,
+                # ArcticInference shape: one {str(token_id): {logprob, rank}} per generated position
+                "logprobs": tops[i] if it.logprobs is not None else None,
+                "policy_version": version,  # extension
             }
-            if it.logprobs is not None and it.logprobs > 0:
-                r["top_logprobs"] = tops[i]
-            if it.text is not None:
-                r["text"] = self.tokenizer().decode(tokens[i])
             results.append(r)
         return results
 
@@ -898,10 +1025,16 @@ class SamplingEngine(_ModelEngine):
                 tok = int(torch.multinomial(probs[i], 1, generator=gens[i]))
             chosen.append(tok)
             chosen_lp.append(float(logp[i, tok]))
+            if items[i].logprobs is None:
+                top.append({})
+                continue
+            entry: dict[str, dict] = {}
             k = items[i].logprobs or 0
             if k > 0:
                 v, ix = torch.topk(logp[i], min(k, logp.shape[-1]))
-                top.append({str(int(a)): float(b) for a, b in zip(ix, v, strict=True)})
-            else:
-                top.append({})
+                for rank, (a, b) in enumerate(zip(ix.tolist(), v.tolist(), strict=True), start=1):
+                    entry[str(int(a))] = {"logprob": float(b), "rank": rank}
+            if str(tok) not in entry:
+                entry[str(tok)] = {"logprob": chosen_lp[-1], "rank": int((logp[i] > logp[i, tok]).sum()) + 1}
+            top.append(entry)
         return chosen, chosen_lp, top

@@ -12,15 +12,18 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 # SPDX-License-Identifier: Apache-2.0
-"""Job registry and lifecycle of the embedded Arctic RL server (protocol §2.3-§2.4).
+"""Job registry and lifecycle of the embedded Arctic RL server (docs/arctic-rl-protocol.md §3).
 
-* States: ``pending`` -> ``running`` -> ``failed`` / ``terminated``, each with a human-readable ``reason`` (non-empty
-  when failed or terminated). Ids are ints from 1, never reused.
+* States (:class:`arctic_platform.protocol.JobStatus`, the reference's spelling): ``PENDING`` -> ``RUNNING`` ->
+  ``FAILED`` / ``TERMINATED``, each with a human-readable ``reason`` (non-empty when failed or terminated). Ids are
+  ints from 1, never reused.
 * One live (pending or running) job per ``job_type``; a second ``/initialize`` of a live type gets 409. A failed or
-  terminated record stays visible in ``/status`` but never blocks a new job.
-* Validation (type, server worker counts, model path, checkpoint path, dtype, device) happens before anything is
-  built (400). The build runs in a worker thread; on any exception everything built so far is released and the job
-  becomes ``failed`` with the exception as its reason, so a corrected ``/initialize`` succeeds without a restart.
+  terminated record stays visible in ``/status`` but never blocks a new job. Destroying a ``PENDING`` job frees its
+  slot at once: the build is abandoned and its engine discarded when it finishes.
+* Validation (type, server worker counts, model path, checkpoint path, dtype, device, ``ds_config``) happens before
+  anything is built (400 / 422 naming the key). The build runs in a worker thread; on any exception everything built
+  so far is released and the job becomes ``FAILED`` with the exception as its reason, so a corrected ``/initialize``
+  succeeds without a restart.
 * Every engine call holds the job's lock; waiting for it is bounded (``engine_timeout_s``) and expiry is an error
   with a reason, never a hang. Jobs of different types have different locks (and engines), so sampling and
   training run concurrently; :class:`BusyMeter` measures per-job-type busy time and how long two job types were
@@ -39,10 +42,9 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
+from ..protocol import JOB_TYPES, LIVE_STATES, DsConfigError, JobConfig, JobStatus, read_ds_config
 from .engines import (
     EngineSettings,
     ForwardEngine,
@@ -55,77 +57,36 @@ from .engines import (
 
 logger = logging.getLogger("arctic_platform.server")
 
-JOB_TYPES = ("training", "sampling", "log_prob")
-LIVE = ("pending", "running")
+
+def _ext(cfg: JobConfig, key: str) -> Any:
+    return (cfg.extensions or {}).get(key)
 
 
-class OptimizerModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    lr: float = Field(1e-6, ge=0)
-    betas: tuple[float, float] = (0.9, 0.999)
-    weight_decay: float = Field(0.01, ge=0)
-    eps: float = Field(1e-8, gt=0)
+_DS_WORKER_KEYS = ("attn_implementation", "use_liger", "enable_gradient_checkpointing")
 
 
-class TrainingConfigModel(BaseModel):
-    """``JobConfig.training_config`` (strict: a misspelt key is a 422, not a silently default value)."""
-
-    model_config = ConfigDict(extra="forbid")
-    optimizer: OptimizerModel = Field(default_factory=OptimizerModel)
-    grad_clip: float | None = 1.0
-    lr_scheduler_type: Literal["constant", "cosine"] = "constant"
-    warmup_steps: int = Field(0, ge=0)
-    total_steps: int | None = Field(None, ge=1)
-    min_lr_ratio: float = Field(0.0, ge=0, le=1)
-    micro_batch_size: int | None = Field(None, ge=1)
-
-    def settings(self) -> TrainingSettings:
-        if self.lr_scheduler_type == "cosine" and self.total_steps is None:
-            raise RequestError("training_config.total_steps is required for lr_scheduler_type='cosine'", 400)
-        o = self.optimizer
-        return TrainingSettings(
-            lr=o.lr,
-            betas=o.betas,
-            weight_decay=o.weight_decay,
-            eps=o.eps,
-            grad_clip=self.grad_clip,
-            lr_scheduler_type=self.lr_scheduler_type,
-            warmup_steps=self.warmup_steps,
-            total_steps=self.total_steps,
-            min_lr_ratio=self.min_lr_ratio,
-            micro_batch_size=self.micro_batch_size,
+def training_settings(cfg: JobConfig) -> TrainingSettings:
+    """``TrainingSettings`` from ``cfg.ds_config`` (422 naming a key the torch engine cannot honour)."""
+    if cfg.training_config:
+        raise RequestError(
+            "training_config is not read by this server; send optimizer, gradient_clipping and scheduler in ds_config",
+            422,
         )
+    try:
+        kw = read_ds_config(cfg.ds_config)
+    except DsConfigError as e:
+        raise RequestError(str(e), 422) from None
+    kw.pop("dtype", None)
+    return TrainingSettings(**kw)
 
 
-class JobConfig(BaseModel):
-    """``POST /initialize`` body (protocol §2.2 ``JobConfig``; extra keys such as ``ds_config`` are ignored)."""
-
-    model_config = ConfigDict(extra="ignore", protected_namespaces=())
-    model_name: str | None = None
-    """HF model folder; None uses the server's ``--model``."""
-    job_type: str = "training"
-    num_devices: int | None = None
-    training_config: dict | None = None
-    log_prob_config: dict | None = None
-    vllm_config: dict | None = None
-    """Sampling engine kwargs (``max_num_seqs`` sets the decode batch; other vLLM keys are ignored on torch)."""
-    engine_kwargs: dict | None = None
-    """Same as ``vllm_config``; both are merged (this one wins)."""
-    checkpoint_path: str | None = None
-    arctic_inference_config: dict | None = None
-    full_determinism: bool = False
-    seed: int | None = 42
-    cuda_ipc: bool = False
-    low_memory: bool = False
-    dtype: str | None = None
-    device: str | None = None
-    max_seq_len: int | None = Field(None, ge=1)
-    attn_implementation: str | None = None
-
-    @field_validator("seed", mode="after")
-    @classmethod
-    def _seed(cls, v):
-        return 42 if v is None else v
+def _check_worker_config(cfg: JobConfig) -> None:
+    wc = cfg.ds_worker_config or {}
+    for k, v in wc.items():
+        if k not in _DS_WORKER_KEYS:
+            raise RequestError(f"ds_worker_config.{k} is not read by this server (known: {_DS_WORKER_KEYS})", 422)
+        if k == "use_liger" and v:
+            raise RequestError("ds_worker_config.use_liger=true: the torch engine has no Liger kernels", 422)
 
 
 class BusyMeter:
@@ -198,7 +159,7 @@ class Job:
     job_type: str
     model_name: str
     config: JobConfig
-    status: str = "pending"
+    status: str = JobStatus.PENDING
     reason: str = ""
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
@@ -230,7 +191,8 @@ class Job:
             "device": self.device,
             "dtype": self.dtype,
             "checkpoint_path": str(self.checkpoint_root) if self.checkpoint_root else None,
-            "sync_path": None,  # weight sync is an in-process copy; no file
+            # The reference's file-sync target. This server syncs by an in-process copy and never writes it.
+            "sync_path": str(self.checkpoint_root / "weight_sync.pt") if self.checkpoint_root else None,
             "cuda_ipc": self.config.cuda_ipc,
             "low_memory": self.config.low_memory,
         }
@@ -276,7 +238,7 @@ class JobRegistry:
             raise RequestError(
                 f"job {job_id} is a {job.job_type} job; this endpoint needs a {' or '.join(types)} job", 400
             )
-        if job.status != "running":
+        if job.status != JobStatus.RUNNING:
             why = f": {job.reason}" if job.reason else ""
             raise RequestError(f"job {job_id} is {job.status}{why}", 409)
         return job
@@ -284,7 +246,7 @@ class JobRegistry:
     def live(self, job_type: str) -> Job | None:
         with self._lock:
             for j in self._jobs.values():
-                if j.job_type == job_type and j.status in LIVE:
+                if j.job_type == job_type and j.status in LIVE_STATES:
                     return j
         return None
 
@@ -312,7 +274,7 @@ class JobRegistry:
         mpath = Path(model).expanduser()
         if not (mpath / "config.json").is_file():
             raise RequestError(f"model_name {model!r} is not a local Hugging Face model folder (no config.json)", 400)
-        device = cfg.device or lim.device
+        device = str(_ext(cfg, "device") or lim.device)
         import torch
 
         if device == "auto":
@@ -321,8 +283,19 @@ class JobRegistry:
             raise RequestError(f"device {device!r} requested but CUDA is not available on this server", 400)
         if not (device == "cpu" or device.startswith("cuda")):
             raise RequestError(f"device {device!r} is not 'auto', 'cpu' or 'cuda[:N]'", 400)
-        dtype = cfg.dtype or lim.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
+        try:
+            ds_dtype = read_ds_config(cfg.ds_config).get("dtype")
+        except DsConfigError as e:
+            raise RequestError(str(e), 422) from None
+        ext_dtype = _ext(cfg, "dtype")
+        if ext_dtype and ds_dtype and ext_dtype != ds_dtype:
+            raise RequestError(f"extensions.dtype {ext_dtype!r} contradicts ds_config ({ds_dtype} enabled)", 422)
+        dtype = ext_dtype or ds_dtype or lim.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
         resolve_dtype(dtype)
+        _check_worker_config(cfg)
+        msl = _ext(cfg, "max_seq_len")
+        if msl is not None and (isinstance(msl, bool) or not isinstance(msl, int) or msl < 1):
+            raise RequestError(f"extensions.max_seq_len must be a positive int, got {msl!r}", 422)
         if cfg.job_type == "training":
             if not cfg.checkpoint_path:
                 raise RequestError("a training job needs checkpoint_path (where /save writes by default)", 400)
@@ -332,14 +305,11 @@ class JobRegistry:
                 raise RequestError(
                     f"checkpoint_path {cfg.checkpoint_path!r} is not usable ({e.strerror})", 400
                 ) from None
-            try:
-                TrainingConfigModel.model_validate(cfg.training_config or {}).settings()
-            except RequestError:
-                raise
-            except Exception as e:  # pydantic.ValidationError
-                raise RequestError(f"training_config: {_one_line(e)}", 422) from None
+            ts = training_settings(cfg)
+            if ts.lr_scheduler_type == "cosine" and not ts.total_steps:
+                raise RequestError("ds_config.scheduler.params.total_num_steps is required for WarmupCosineLR", 422)
         with self._lock:
-            live = [j for j in self._jobs.values() if j.job_type == cfg.job_type and j.status in LIVE]
+            live = [j for j in self._jobs.values() if j.job_type == cfg.job_type and j.status in LIVE_STATES]
             if live:
                 raise RequestError(
                     f"a {cfg.job_type} job is already {live[0].status} (job {live[0].job_id}); destroy it first", 409
@@ -360,16 +330,18 @@ class JobRegistry:
                 model_path=job.model_name,
                 device=job.device,
                 dtype=job.dtype,
-                max_seq_len=cfg.max_seq_len or lim.max_seq_len,
-                attn_implementation=cfg.attn_implementation or "sdpa",
+                max_seq_len=_max_seq_len(cfg, lim),
+                attn_implementation=(cfg.ds_worker_config or {}).get("attn_implementation") or "sdpa",
                 seed=int(cfg.seed),
             )
             if job.job_type == "training":
-                ts = TrainingConfigModel.model_validate(cfg.training_config or {}).settings()
+                ts = training_settings(cfg)
                 job.checkpoint_root.mkdir(parents=True, exist_ok=True)
                 engine = TrainingEngine(settings, ts)
+                if (cfg.ds_worker_config or {}).get("enable_gradient_checkpointing"):
+                    engine.model.gradient_checkpointing_enable()
             elif job.job_type == "sampling":
-                kw = {**(cfg.vllm_config or {}), **(cfg.engine_kwargs or {})}
+                kw = dict(cfg.vllm_config or {})
                 rows = int(kw.pop("max_num_seqs", lim.max_batch_rows))
                 ignored = sorted(k for k in kw if k not in ("max_model_len",))
                 if ignored:
@@ -394,15 +366,19 @@ class JobRegistry:
             engine = None
             gc.collect()
             with self._lock:
-                job.set("failed", f"initialization failed: {_one_line(e)}")
+                if not job.destroy_requested:  # a destroyed (abandoned) build stays TERMINATED
+                    job.set(JobStatus.FAILED, f"initialization failed: {_one_line(e)}")
             return
         with self._lock:
-            if job.destroy_requested:
-                engine.close()
-                job.set("terminated", "destroyed by a client while initializing")
-                return
-            job.engine = engine
-            job.set("running")
+            abandoned = job.destroy_requested
+            if not abandoned:
+                job.engine = engine
+                job.set(JobStatus.RUNNING)
+        if abandoned:  # destroyed while building: the slot was freed at once; discard the result
+            engine.close()
+            gc.collect()
+            logger.info("job %d (%s): build finished after destroy; result discarded", job.job_id, job.job_type)
+            return
         logger.info("job %d (%s) running: %s on %s/%s", job.job_id, job.job_type, job.model_name, job.device, job.dtype)
 
     # ---- destroy ----
@@ -413,13 +389,15 @@ class JobRegistry:
         reference is dropped anyway and the call finishes on its own.
         """
         with self._lock:
-            if job.status == "pending":
+            if job.status == JobStatus.PENDING:
+                # The build is abandoned: the slot is free now; build() discards the engine when it finishes.
                 job.destroy_requested = True
+                job.set(JobStatus.TERMINATED, f"{reason} while initializing (build abandoned)")
                 return
-            if job.status == "running":
-                job.set("terminated", reason)
-            elif job.status == "failed":
-                job.set("terminated", f"{reason} (it had failed: {job.reason})")
+            if job.status == JobStatus.RUNNING:
+                job.set(JobStatus.TERMINATED, reason)
+            elif job.status == JobStatus.FAILED:
+                job.set(JobStatus.TERMINATED, f"{reason} (it had failed: {job.reason})")
             engine, job.engine = job.engine, None
         if engine is not None:
             if isinstance(engine, SamplingEngine):
@@ -436,6 +414,13 @@ class JobRegistry:
     def shutdown(self) -> None:
         for job in self.all():
             self.destroy(job, "server shut down", lock_timeout=5.0)
+
+
+def _max_seq_len(cfg: JobConfig, lim: ServerLimits) -> int:
+    msl = _ext(cfg, "max_seq_len")
+    if msl is None and cfg.job_type == "sampling":
+        msl = (cfg.vllm_config or {}).get("max_model_len")
+    return int(msl or lim.max_seq_len)
 
 
 def _one_line(e: BaseException) -> str:

@@ -38,6 +38,8 @@ from typing import Any
 
 import torch
 
+from ..protocol import AGG_MODES, KL_BASE_TYPES, KL_TYPES, LOSS_MODES
+
 __all__ = [
     "AGG_MODES",
     "KL_TYPES",
@@ -52,10 +54,7 @@ __all__ = [
     "ppo_loss",
 ]
 
-AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
-_KL_BASE = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
-KL_TYPES = _KL_BASE + tuple(k + "+" for k in _KL_BASE)
-LOSS_MODES = ("vanilla",)
+_KL_BASE = KL_BASE_TYPES
 
 
 class LossConfigError(ValueError):

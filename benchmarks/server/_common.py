@@ -31,9 +31,11 @@ def timeit(fn, *, repeat: int, warmup: int = 1) -> float:
     return times[len(times) // 2]
 
 
-def write_csv(name: str, rows: list[dict]) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.csv"
+def write_csv(name: str, rows: list[dict], out_dir: Path | None = None) -> Path:
+    """Write ``rows`` to ``<out_dir or benchmarks/results/server>/<name>.csv`` with the host's CPU added."""
+    out = Path(out_dir) if out_dir is not None else RESULTS
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.csv"
     host = {"host_cpu": platform.processor() or platform.machine(), "cpus": os.cpu_count()}
     rows = [dict(r, **host) for r in rows]
     with open(path, "w", newline="") as f:

@@ -1,8 +1,13 @@
 # Copyright 2026 The arctic-verl Authors
 # SPDX-License-Identifier: Apache-2.0
-"""Wire framing vs JSON lists: encode + decode of a [256, 1536] batch with 6 fields.
+"""Wire framing: DSSST1 (arctic_platform.wire) vs the legacy ARCW1 framing, [256, 1536] batch with 6 fields.
 
-Run: ``python benchmarks/server/bench_wire.py`` (prints the ratio, writes benchmarks/results/server/bench_wire.csv).
+Both encode and decode the same ``{"batch": {6 fields}}`` frame in one run; the batch must come back exactly from
+each. ARCW1 is the private framing DSSST1 replaced (benchmarks/server/legacy_wire_arcw1.py, a copy of main's
+wire.py before the switch); ``--with-json`` adds JSON lists as a third row.
+
+Run: ``python benchmarks/server/bench_wire.py [--out DIR]`` (prints the ratios, writes bench_wire.csv into DIR,
+default benchmarks/results/server/).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import legacy_wire_arcw1 as arcw1  # noqa: E402
 import torch  # noqa: E402
 from _common import timeit, write_csv  # noqa: E402
 
@@ -32,42 +38,59 @@ def batch(rows: int, cols: int) -> dict[str, torch.Tensor]:
     }
 
 
-def wire_round_trip(b):
-    out = wire.decode(wire.encode({"batch": b}))["batch"]
-    return out
+def json_encode(tree):
+    return json.dumps({"batch": {k: v.tolist() for k, v in tree["batch"].items()}}).encode()
 
 
-def json_round_trip(b):
-    text = json.dumps({"batch": {k: v.tolist() for k, v in b.items()}})
-    raw = json.loads(text)["batch"]
-    return {k: torch.tensor(v, dtype=b[k].dtype) for k, v in raw.items()}
+def json_decode(data, like):
+    raw = json.loads(data)["batch"]
+    return {"batch": {k: torch.tensor(v, dtype=like[k].dtype) for k, v in raw.items()}}
+
+
+def measure(name: str, enc, dec, b: dict, repeat: int, meta: dict) -> dict:
+    tree = {"batch": b}
+    frame = enc(tree)
+    out = dec(frame)["batch"]
+    assert all(torch.equal(out[k], b[k]) for k in b), f"{name} does not reproduce the batch"
+    t_enc = timeit(lambda: enc(tree), repeat=repeat)
+    t_dec = timeit(lambda: dec(frame), repeat=repeat)
+    t_rt = timeit(lambda: dec(enc(tree)), repeat=repeat)
+    return dict(meta, method=name, encode_s=t_enc, decode_s=t_dec, round_trip_s=t_rt, bytes=len(frame))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=256)
     ap.add_argument("--cols", type=int, default=1536)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    ap.add_argument("--with-json", action="store_true", help="also time JSON lists (slow)")
+    ap.add_argument("--out", type=Path, default=None, help="CSV folder (default benchmarks/results/server/)")
     args = ap.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     b = batch(args.rows, args.cols)
-    for rt in (wire_round_trip, json_round_trip):  # both must reproduce the batch exactly
-        out = rt(b)
-        assert all(torch.equal(out[k], b[k]) for k in b), rt.__name__
-    t_wire = timeit(lambda: wire_round_trip(b), repeat=args.repeat)
-    t_json = timeit(lambda: json_round_trip(b), repeat=max(1, args.repeat // 2))
-    n_wire = len(wire.encode({"batch": b}))
-    n_json = len(json.dumps({"batch": {k: v.tolist() for k, v in b.items()}}).encode())
-    rows = [
-        {"method": "wire", "rows": args.rows, "cols": args.cols, "fields": len(b), "seconds": t_wire, "bytes": n_wire},
-        {"method": "json", "rows": args.rows, "cols": args.cols, "fields": len(b), "seconds": t_json, "bytes": n_json},
+    meta = {"rows": args.rows, "cols": args.cols, "fields": len(b), "threads": args.threads}
+    results = [
+        measure("arcw1_legacy", arcw1.encode, arcw1.decode, b, args.repeat, meta),
+        measure("dssst1", wire.encode, wire.decode, b, args.repeat, meta),
     ]
-    path = write_csv("bench_wire", rows)
+    if args.with_json:
+        results.append(
+            measure("json_lists", json_encode, lambda d: json_decode(d, b), b, max(1, args.repeat // 3), meta)
+        )
+    path = write_csv("bench_wire", results, args.out)
+    print(f"encode + decode of {{'batch': [{args.rows}, {args.cols}] x {len(b)} fields}}, {args.threads} thread(s)")
+    for r in results:
+        print(
+            f"  {r['method']:<13} encode {r['encode_s'] * 1e3:7.1f} ms  decode {r['decode_s'] * 1e3:7.1f} ms  "
+            f"round trip {r['round_trip_s'] * 1e3:7.1f} ms  {r['bytes'] / 1e6:6.2f} MB"
+        )
+    old, new = results[0], results[1]
     print(
-        f"wire encode+decode [{args.rows}, {args.cols}] x {len(b)} fields: {t_wire * 1e3:.1f} ms, {n_wire / 1e6:.1f} MB"
+        f"ratio DSSST1 / ARCW1: round trip {new['round_trip_s'] / old['round_trip_s']:.2f}x, "
+        f"encode {new['encode_s'] / old['encode_s']:.2f}x, decode {new['decode_s'] / old['decode_s']:.2f}x, "
+        f"bytes {new['bytes'] / old['bytes']:.4f}x  ({path})"
     )
-    print(f"JSON lists encode+decode:                         {t_json * 1e3:.1f} ms, {n_json / 1e6:.1f} MB")
-    print(f"ratio JSON / wire: time {t_json / t_wire:.1f}x, bytes {n_json / n_wire:.2f}x  ({path})")
     return 0
 
 

@@ -40,10 +40,10 @@ def test_tiny_model_then_server(tmp_path):
         line = proc.stdout.readline()
         assert line.startswith("Arctic RL server listening on http://127.0.0.1:"), line + proc.stderr.read()
         url = line.split(" on ", 1)[1].strip()
-        assert httpx.get(url + "/health", timeout=30).json() == {"status": "OK"}
+        assert httpx.get(url + "/health", timeout=30).json()["status"] == "OK"
         # --model is the default model of /initialize
         r = httpx.post(url + "/initialize", json={"job_type": "sampling"}, timeout=30)
-        assert r.status_code == 200 and r.json()["status"] == "pending"
+        assert r.status_code == 200 and r.json()["status"] == "PENDING"
         proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 0 and "Traceback" not in err, err

@@ -14,7 +14,6 @@ PUBLIC = {
         "forest_cascade_attention_reference",
         "build_forest_metadata",
         "merge_attn_states",
-        "fca_engine_overrides",
         "ForestMetadata",
     ],
 }

@@ -31,14 +31,14 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from arctic_platform.protocol import AGG_MODES, KL_TYPES, LOSS_MODES
 from verl.remote_backend import RemoteBackend
 
 logger = logging.getLogger(__name__)
 
 DEFAULTS_YAML = Path(__file__).resolve().parent / "config" / "remote_backend" / "arctic.yaml"
 BACKEND_TYPES = ("local", "onprem", "cortex")
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "token-sum")
-KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
+LOSS_AGG_MODES = AGG_MODES  # one definition: arctic_platform.protocol
 
 
 class ArcticConfigError(ValueError):
@@ -106,14 +106,14 @@ def validate_arctic_config(main_config: DictConfig, opts: Optional[DictConfig] =
             "use_kl_loss or algorithm.use_kl_in_reward needs reference log-probs; set log_prob_gpus >= 1"
         )
     loss_mode = (actor.get("policy_loss", None) or {}).get("loss_mode", "vanilla")
-    if loss_mode != "vanilla":
+    if loss_mode not in LOSS_MODES:
         raise ArcticConfigError(
             f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode!r} is not supported by the arctic backend "
             "(only 'vanilla' PPO/GRPO)"
         )
     if actor.loss_agg_mode not in LOSS_AGG_MODES:
         raise ArcticConfigError(f"actor_rollout_ref.actor.loss_agg_mode={actor.loss_agg_mode!r} is not supported")
-    if actor.use_kl_loss and str(actor.kl_loss_type).rstrip("+") not in KL_TYPES:
+    if actor.use_kl_loss and str(actor.kl_loss_type) not in KL_TYPES:
         raise ArcticConfigError(f"actor_rollout_ref.actor.kl_loss_type={actor.kl_loss_type!r} is not supported")
     optim = actor.optim
     if str(optim.get("optimizer", "AdamW")).lower() != "adamw":
@@ -168,17 +168,15 @@ def build_client_config(main_config: DictConfig, opts: DictConfig):
         backend = OnPremConfig(url=opts.backend.url, token_env_var=opts.backend.token_env_var)
     else:
         backend = CortexConfig.from_env()
+    from .vllm_config import arctic_inference_flags, sampling_vllm_config
+
     engine_kwargs = OmegaConf.to_container(opts.sampling.engine_kwargs, resolve=True) or {}
     zorro = bool(opts.rollout.zorro_inference.enable)
     spec_model = opts.rollout.speculative_decoding.model or ""
-    if zorro:
-        from arctic_platform.kernels.cascade import fca_engine_overrides
-
-        engine_kwargs.setdefault("enforce_eager", bool(arr.rollout.get("enforce_eager", False)))
-        engine_kwargs = fca_engine_overrides(engine_kwargs, fca_enabled=True)
-    inference_flags = None
-    if zorro or spec_model:
-        inference_flags = {"zorro_inference": {"enable": zorro}, "speculative_decoding": {"model": spec_model}}
+    # FCA / zorro reach a reference server where it reads them: cudagraph_mode in vllm_config, use_fca through
+    # arctic_inference_config (docs/arctic-rl-protocol.md §7).
+    vllm_config = sampling_vllm_config(engine_kwargs, arr.rollout, zorro=zorro)
+    inference_flags = arctic_inference_flags(zorro, spec_model)
     seed = opts.seed if opts.seed is not None else arr.rollout.get("seed", 42)
     return ArcticRLClientConfig(
         model_name=str(opts.model_path or arr.model.path),
@@ -207,7 +205,12 @@ def build_client_config(main_config: DictConfig, opts: DictConfig):
             "min_lr_ratio": float(optim.get("min_lr_ratio", 0.0) or 0.0),
             "checkpoint_path": os.path.abspath(main_config.trainer.default_local_dir),
         },
-        sampling={"engine_kwargs": engine_kwargs, "arctic_inference_config": inference_flags},
+        sampling={
+            "vllm_config": vllm_config,
+            "arctic_inference_config": inference_flags,
+            "prompt_format": str(opts.sampling.get("prompt_format", "auto")),
+            "max_retokenize_mismatch_rate": float(opts.sampling.get("max_retokenize_mismatch_rate", 0.0)),
+        },
         backend=backend,
     )
 

@@ -28,6 +28,7 @@ from arctic_platform.client import (
     CortexConfig,
     OnPremConfig,
 )
+from arctic_platform.client.client import sampled_logprobs
 from arctic_platform.client.errors import ArcticRLJobError, ArcticRLUnavailableError
 
 P, R = 5, 6
@@ -80,7 +81,7 @@ def test_full_cycle_with_the_sync_client(client):
     fwd = client.forward(batch, {"temperature": T})["batch"]["logprobs"]
     assert fwd.shape == (3, P + R)
     for i, g in enumerate(gen0):  # rollout log-probs == training log-probs at the sampling temperature
-        torch.testing.assert_close(fwd[i, P - 1 : P + R - 1], torch.tensor(g["logprobs"]), rtol=0, atol=1e-5)
+        torch.testing.assert_close(fwd[i, P - 1 : P + R - 1], torch.tensor(sampled_logprobs(g)), rtol=0, atol=1e-5)
     ref = client.forward(batch, {"temperature": T}, ref=True)["batch"]["logprobs"]
     assert torch.equal(ref, fwd)  # no step yet: the reference (initial) weights are the training weights
 
@@ -129,7 +130,7 @@ def test_full_cycle_with_the_sync_client(client):
     info = client.job_info(client.sampling_job_id)
     assert (
         info["inference_state"] == "ready"
-        and client.status()["jobs"][str(client.sampling_job_id)]["status"] == "running"
+        and client.status()["jobs"][str(client.sampling_job_id)]["status"] == "RUNNING"
     )
 
 
@@ -252,7 +253,7 @@ def test_reattach_from_another_process_creates_and_destroys_nothing(client, tmp_
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["owned"] == [] and len(out["tokens"]) == 3
     for jid in (client.training_job_id, client.sampling_job_id, client.log_prob_job_id):
-        assert client.job_info(jid)["status"] == "running"  # the re-attached client destroyed nothing
+        assert client.job_info(jid)["status"] == "RUNNING"  # the re-attached client destroyed nothing
 
 
 @pytest.fixture(scope="module")
@@ -284,13 +285,13 @@ async def test_a_client_destroys_only_the_jobs_it_created(onprem_server, tiny_mo
     again = AsyncArcticRLClient.from_handle(c.reconnect_handle())
     await again.start()
     await again.close()  # re-attached: destroys nothing
-    assert (await c.job_info(c.sampling_job_id))["status"] == "running"
+    assert (await c.job_info(c.sampling_job_id))["status"] == "RUNNING"
     await c.close()
     await c.close()  # idempotent
     async with httpx.AsyncClient(base_url=onprem_server.url, timeout=60) as http:
         jobs = (await http.get("/status")).json()["jobs"]
-    assert jobs[str(foreign)]["status"] == "running"
-    assert all(jobs[str(j)]["status"] == "terminated" for j in mine)
+    assert jobs[str(foreign)]["status"] == "RUNNING"
+    assert all(jobs[str(j)]["status"] == "TERMINATED" for j in mine)
     with pytest.raises(ArcticRLError, match="closed"):
         await c.health()
 
@@ -304,13 +305,17 @@ async def test_timeouts_connection_errors_and_server_reasons(onprem_server, tiny
         with pytest.raises(ArcticRLError) as ei:  # the server's one-line reason travels in the exception
             await c.generate([[1, 10_000]], {"max_tokens": 1})
         assert ei.value.status == 422 and "outside [0, 320)" in ei.value.reason and ei.value.endpoint == "/generate"
+        # the failed call does not poison the connection: the next call on the same client succeeds
+        assert len((await c.generate([[5, 6]], {"max_tokens": 2}))[0]["token_ids"]) <= 2
         impatient = HttpTransport(c.url, token=None, connect_timeout=5, request_timeout=0.001, max_retries=0)
         body = {"prompts": [[5, 6]], "sampling_params": {"max_tokens": 48, "ignore_eos": True}}
         with pytest.raises(ArcticRLError, match="no reply within") as ei:
             await impatient.request("POST", "/generate", params={"job_id": c.sampling_job_id}, json_body=body)
         assert ei.value.status is None
         await impatient.aclose()
-        assert (await c.health()) == {"status": "OK"}  # the server is unharmed
+        health = await c.health()  # the server is unharmed
+        assert health["status"] == "OK" and tuple(health["capabilities"]) == c.capabilities
+        assert "token_ids" in c.capabilities
     dead = ArcticRLClientConfig(**dict(cfg, max_retries=1), backend=OnPremConfig(url="http://127.0.0.1:9"))
     t0 = time.monotonic()
     with pytest.raises(ArcticRLError, match="cannot connect"):
@@ -397,3 +402,34 @@ def test_errors_pickle_with_their_fields():
     assert (e.status, e.reason, e.endpoint, e.job_id, e.job_status) == (None, "boom", "/job/3", 3, "failed")
     e = pickle.loads(pickle.dumps(ArcticRLError(422, "bad", "/forward")))
     assert str(e) == "/forward failed (422): bad"
+
+
+@pytest.mark.asyncio
+async def test_text_prompts_when_ids_are_not_used(onprem_server, tiny_model_dir):
+    """A server without the token_ids capability gets decoded text; the round trip is checked and counted."""
+    cfg = dict(model_name=str(tiny_model_dir), training_gpus=0, log_prob_gpus=0, request_timeout=60)
+    sp = {"max_tokens": 3, "seed": 4, "temperature": 1.0}
+    prompts = [[40, 41, 42], [5, 6]]
+    async with AsyncArcticRLClient(ArcticRLClientConfig(**cfg, backend=OnPremConfig(url=onprem_server.url))) as c:
+        by_ids = await c.generate(prompts, sp)
+        assert c.retokenize_stats == {"prompts": 0, "mismatches": 0}  # ids travelled as ids
+    backend = OnPremConfig(url=onprem_server.url)
+    text_cfg = ArcticRLClientConfig(**cfg, sampling={"prompt_format": "text"}, backend=backend)
+    async with AsyncArcticRLClient(text_cfg) as c:
+        tok = c.tokenizer()
+        assert all(tok.encode(tok.decode(p), add_special_tokens=False) == p for p in prompts)
+        by_text = await c.generate(prompts, sp)
+        assert [r["token_ids"] for r in by_text] == [r["token_ids"] for r in by_ids]
+        assert c.retokenize_stats == {"prompts": 2, "mismatches": 0}
+        # ids that do not survive decode + re-tokenize: counted, and above the rate (0) the call fails loudly
+        # (a merged BPE token spelt as its single characters decodes to the same text, which re-tokenizes merged)
+        split = next(
+            pieces
+            for t in range(len(tok))
+            if len(text := tok.decode([t])) >= 2
+            and (pieces := [i for ch in text for i in tok.encode(ch, add_special_tokens=False)]) != [t]
+            and tok.decode(pieces) == text
+        )
+        with pytest.raises(ArcticRLError, match="did not re-tokenize"):
+            await c.generate([split], sp)
+        assert c.retokenize_stats == {"prompts": 3, "mismatches": 1}

@@ -16,6 +16,7 @@ from arctic_platform.client import (
     LocalConfig,
     OnPremConfig,
 )
+from arctic_platform.protocol import JobConfig, read_ds_config
 
 
 def test_defaults_and_job_bodies(tmp_path):
@@ -26,11 +27,23 @@ def test_defaults_and_job_bodies(tmp_path):
     assert c.backend.python == sys.executable and not c.reconnecting
     t = c.job_config("training")
     assert t["job_type"] == "training" and t["seed"] == 7 and t["checkpoint_path"].endswith("/ckpt")
-    assert t["training_config"]["optimizer"] == {"lr": 1e-6, "betas": (0.9, 0.999), "weight_decay": 0.01, "eps": 1e-8}
+    # reference JobConfig names only: optimizer settings in ds_config (the reference adapter's shape)
+    assert set(t) <= set(JobConfig.model_fields), set(t) - set(JobConfig.model_fields)
+    opt = {"lr": 1e-6, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}
+    assert t["ds_config"]["optimizer"] == {"type": "AdamW", "params": opt}
+    assert t["ds_config"]["gradient_clipping"] == 1.0 and "scheduler" not in t["ds_config"]
+    assert read_ds_config(t["ds_config"]) == {**opt, "betas": (0.9, 0.999), "grad_clip": 1.0}  # round trip
+    assert t["extensions"] == {"device": "auto", "max_seq_len": 8192}
     s = c.job_config("sampling")
-    assert s["engine_kwargs"]["max_model_len"] == 8192 and "arctic_inference_config" not in s
-    assert "training_config" not in c.job_config("log_prob")
+    assert s["vllm_config"]["max_model_len"] == 8192 and "arctic_inference_config" not in s
+    assert "ds_config" not in c.job_config("log_prob")
     json.dumps([t, s])  # plain JSON bodies
+    cos = ArcticRLClientConfig(
+        model_name="m", training={"lr_scheduler_type": "cosine", "total_steps": 10, "warmup_steps": 2}
+    ).job_config("training")["ds_config"]
+    assert read_ds_config(cos)["lr_scheduler_type"] == "cosine" and read_ds_config(cos)["total_steps"] == 10
+    old = ArcticRLClientConfig(model_name="m", sampling={"engine_kwargs": {"max_num_seqs": 4}})  # the old name
+    assert old.sampling.vllm_config == {"max_num_seqs": 4}
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ def server(tiny_model_dir, tmp_path_factory, serve_server):
     args = ("--model", str(tiny_model_dir), "--max-seq-len", "64", "--max-body-bytes", str(MAX_BODY))
     with serve_server(work, *args) as s:
         s.work = work
+        s.model_dir = str(tiny_model_dir)
         yield s
 
 
@@ -42,7 +43,7 @@ def _wait_running(http, job_id, timeout=60):
     deadline = time.monotonic() + timeout
     while True:
         info = http.get(f"/job/{job_id}").json()
-        if info["status"] != "pending":
+        if info["status"] != "PENDING":
             return info
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -54,18 +55,19 @@ def jobs(http, server):
     for jt in ("sampling", "log_prob", "training"):
         body = {"job_type": jt, "checkpoint_path": str(server.work / "ckpt"), "seed": 3}
         if jt == "training":
-            body["training_config"] = {"optimizer": {"lr": 0.01}}
+            body["ds_config"] = {"optimizer": {"type": "AdamW", "params": {"lr": 0.01}}, "gradient_clipping": 1.0}
         r = http.post("/initialize", json=body)
         assert r.status_code == 200, r.text
         assert r.json()["job_type"] == jt
         ids[jt] = r.json()["job_id"]
     for jid in ids.values():
-        assert _wait_running(http, jid)["status"] == "running"
+        assert _wait_running(http, jid)["status"] == "RUNNING"
     return ids
 
 
 def _healthy(http):
-    assert http.get("/health").json() == {"status": "OK"}
+    h = http.get("/health").json()
+    assert h["status"] == "OK" and "token_ids" in h["capabilities"]
 
 
 def _post_frame(http, path, job_id, tree):
@@ -98,11 +100,11 @@ def test_health_status_job(http, jobs):
     _healthy(http)
     st = http.get("/status").json()
     assert {st["training_gpus"], st["sampling_gpus"], st["log_prob_gpus"]} == {1}
-    assert {int(k): v["job_type"] for k, v in st["jobs"].items() if v["status"] == "running"} == {
+    assert {int(k): v["job_type"] for k, v in st["jobs"].items() if v["status"] == "RUNNING"} == {
         v: k for k, v in jobs.items()
     }
     info = http.get(f"/job/{jobs['training']}").json()
-    assert info["status"] == "running" and info["reason"] == "" and info["checkpoint_path"].endswith("arctic_rl_job_3")
+    assert info["status"] == "RUNNING" and info["reason"] == "" and info["checkpoint_path"].endswith("arctic_rl_job_3")
 
 
 def test_forward_training_and_log_prob_jobs(http, jobs):
@@ -148,7 +150,7 @@ def test_forward_backward_step_and_weight_sync(http, jobs):
     assert http.post("/operation", params={"job_id": jobs["training"]}, json=op).json()["policy_version"] == 42
 
 
-def test_generate_octet_and_json(http, jobs):
+def test_generate_octet_and_json(http, jobs, server):
     tree = {"prompts": [[5, 6, 7], [8]], "sampling_params": {"max_tokens": 3, "seed": 1, "logprobs": 0}}
     r = _post_frame(http, "/generate", jobs["sampling"], tree)
     assert r.status_code == 200, r.text
@@ -157,6 +159,10 @@ def test_generate_octet_and_json(http, jobs):
     assert [x["token_ids"] for x in res] == [x["token_ids"] for x in j]  # same seed -> same tokens
     for x, p in zip(res, tree["prompts"], strict=True):
         assert x["prompt_len"] == len(p) and len(x["logprobs"]) == x["generation_len"] <= 3
+        # ArcticInference shape: one {str(token_id): {logprob, rank}} per generated token, holding the sampled one
+        for tok, entry in zip(x["token_ids"], x["logprobs"], strict=True):
+            assert entry[str(tok)]["logprob"] <= 0 and entry[str(tok)]["rank"] >= 1
+        assert isinstance(x["text"], str) and x["prefix_cache_len"] == 0
         assert x["finish_reason"] in ("stop", "length") and isinstance(x["policy_version"], int)
     as_bool = dict(tree, sampling_params=dict(tree["sampling_params"], logprobs=True))  # verl's calculate_log_probs
     got = http.post("/generate", params={"job_id": jobs["sampling"]}, json=as_bool).json()["results"]
@@ -164,11 +170,14 @@ def test_generate_octet_and_json(http, jobs):
     as_bool["sampling_params"]["logprobs"] = False
     got = http.post("/generate", params={"job_id": jobs["sampling"]}, json=as_bool).json()["results"]
     assert all(x["logprobs"] is None for x in got)
-    flat = {"prompt_token_ids": torch.tensor([5, 6, 7, 8]), "prompt_lens": torch.tensor([3, 1]), **tree}
-    flat.pop("prompts")
-    assert [
-        x["token_ids"] for x in wire.decode(_post_frame(http, "/generate", jobs["sampling"], flat).content)["results"]
-    ] == [x["token_ids"] for x in res]
+    # text prompts (the reference's GenerateRequest.prompts: list[str]) give the same samples as their ids
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(server.model_dir)
+    texts = [tok.decode(p) for p in tree["prompts"]]
+    assert [tok.encode(t, add_special_tokens=False) for t in texts] == tree["prompts"]
+    as_text = wire.decode(_post_frame(http, "/generate", jobs["sampling"], dict(tree, prompts=texts)).content)
+    assert [x["token_ids"] for x in as_text["results"]] == [x["token_ids"] for x in res]
 
 
 def test_concurrent_generate_requests_are_batched(server, http, jobs):
@@ -205,40 +214,87 @@ def test_concurrent_generate_requests_are_batched(server, http, jobs):
 def test_sleep_wake_reset(http, jobs):
     sid = jobs["sampling"]
     gen = {"prompts": [[5]], "sampling_params": {"max_tokens": 1}}
-    assert http.post("/sleep-inference", params={"job_id": sid, "level": 1}).json()["sampling"]["state"] == "sleeping"
+    assert (
+        http.post("/sleep-inference", params={"job_id": sid, "level": 1}).json()["sampling"][0]["state"] == "sleeping"
+    )
     r = http.post("/generate", params={"job_id": sid}, json=gen)
     assert r.status_code == 409 and "sleeping" in r.json()["detail"]
     r = http.post("/wake-inference", params={"job_id": sid}, json=["kv_cache"])
     assert r.status_code == 409
     assert (
-        http.post("/wake-inference", params={"job_id": sid}, json={"tags": ["weights"]}).json()["sampling"]["state"]
+        http.post("/wake-inference", params={"job_id": sid}, json={"tags": ["weights"]}).json()["sampling"][0]["state"]
         == "weights_ready"
     )
     assert http.post("/generate", params={"job_id": sid}, json=gen).status_code == 409
     assert (
-        http.post("/wake-inference", params={"job_id": sid}, json=["kv_cache"]).json()["sampling"]["state"] == "ready"
+        http.post("/wake-inference", params={"job_id": sid}, json=["kv_cache"]).json()["sampling"][0]["state"]
+        == "ready"
     )
     assert http.post("/sleep-inference", params={"job_id": sid}, json={"level": 2}).status_code == 200
-    assert http.post("/wake-inference", params={"job_id": sid}, json=None).json()["sampling"]["state"] == "ready"
+    assert http.post("/wake-inference", params={"job_id": sid}, json=None).json()["sampling"][0]["state"] == "ready"
     assert http.post("/reset-prefix-cache", params={"job_id": sid}, json={"drain": True}).status_code == 200
     assert http.post("/generate", params={"job_id": sid}, json=gen).status_code == 200
 
 
 def test_save_and_load_checkpoint(http, jobs, server):
     tid = jobs["training"]
+    steps = http.get(f"/job/{tid}").json()["global_steps"]
+    # as the reference: global_step is the engine's optimizer step count, not the requested step; latest = the step
     s = http.post("/save", params={"job_id": tid}, json={"step": 5, "save_total_limit": 2}).json()
-    assert s["global_step"] == 5 and s["path"].endswith("arctic_rl_job_3/checkpoint-5")
+    assert s["global_step"] == steps and s["path"].endswith("arctic_rl_job_3/checkpoint-5")
+    assert (server.work / "ckpt" / "arctic_rl_job_3" / "latest").read_text().strip() == "5"
     custom = server.work / "custom"
-    s2 = http.post("/save", params={"job_id": tid}, json={"path": str(custom)}).json()
-    assert s2["path"].startswith(str(custom)) and (custom / "latest").is_file()
+    s2 = http.post("/save", params={"job_id": tid}, json={"path": str(custom)}).json()  # no step: into path itself
+    assert s2["path"] == str(custom) and (custom / "trainer_state.json").is_file()
+    assert not (custom / "latest").exists()
     hf = http.post("/save", params={"job_id": tid}, json={"path": str(server.work / "hf"), "export_hf": True}).json()
-    assert hf["hf_path"] and (server.work / "hf" / f"checkpoint-{hf['global_step']}" / "hf" / "config.json").is_file()
+    assert hf["hf_path"] and (server.work / "hf" / "hf" / "config.json").is_file()
     ld = http.post("/load-checkpoint", params={"job_id": tid}, json={"path": str(custom)}).json()
     assert ld["path"] == s2["path"]
-    ld = http.post("/load-checkpoint", params={"job_id": tid}, json={}).json()
-    assert ld["path"] == s["path"] and ld["global_step"] == http.get(f"/job/{tid}").json()["global_steps"]
+    ld = http.post("/load-checkpoint", params={"job_id": tid}, json={}).json()  # follows the job dir's latest
+    assert ld["path"] == s["path"] and ld["global_step"] == steps
     r = http.post("/load-checkpoint", params={"job_id": tid}, json={"step": 12345})
     assert r.status_code == 404 and "no checkpoint" in r.json()["detail"]
+
+
+def test_training_and_log_prob_sleep_wake_cache(http, jobs):
+    tid, lid = jobs["training"], jobs["log_prob"]
+    out = http.post("/sleep-training", params={"job_id": tid}, json={"mode": "all"}).json()
+    assert out["job_id"] == tid and out["workers"][0]["offloaded"] is True
+    r = _post_frame(http, "/forward", tid, {"batch": _batch(), "meta": {}})
+    assert r.status_code == 409 and "offloaded" in r.json()["detail"]  # asleep: refused, not silently served
+    assert http.post("/step", params={"job_id": tid}, json={}).status_code == 409
+    assert http.post("/wake-training", params={"job_id": tid}, json={}).json()["workers"][0]["reloaded"] is True
+    assert _post_frame(http, "/forward", tid, {"batch": _batch(), "meta": {}}).status_code == 200
+    _refused(http, http.post("/sleep-training", params={"job_id": tid, "mode": "bogus"}), 422, "mode")
+    assert http.post("/empty-training-cache", params={"job_id": tid}).json()["workers"][0]["emptied"] is True
+    assert http.post("/sleep-log-prob", params={"job_id": lid}).json()["workers"][0]["offloaded"] is True
+    r = http.post("/log-probs", params={"job_id": lid}, json={"prompts": ["ab"], "completions": ["cd"]})
+    assert r.status_code == 409
+    assert http.post("/wake-log-prob", params={"job_id": lid}).json()["workers"][0]["reloaded"] is True
+    _refused(http, http.post("/sleep-log-prob", params={"job_id": tid}), 400, "log_prob job")
+
+
+def test_log_probs_text_and_ids_agree_with_forward(http, jobs, server):
+    from transformers import AutoTokenizer
+
+    lid = jobs["log_prob"]
+    tok = AutoTokenizer.from_pretrained(server.model_dir)
+    ids = tok.encode("ab cd", add_special_tokens=False)
+    r = http.post("/log-probs", params={"job_id": lid}, json={"prompts": ["ab cd"], "top_k": 2})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/octet-stream"
+    (res,) = wire.decode(r.content)["results"]
+    assert res["prompt_token_ids"] == ids and res["prompt_logprobs"][0] is None
+    by_ids = wire.decode(http.post("/log-probs", params={"job_id": lid}, json={"prompts": [ids]}).content)
+    lp_text = [e[str(t)]["logprob"] for e, t in zip(res["prompt_logprobs"][1:], ids[1:], strict=True)]
+    lp_ids = [e[str(t)]["logprob"] for e, t in zip(by_ids["results"][0]["prompt_logprobs"][1:], ids[1:], strict=True)]
+    assert lp_text == lp_ids
+    assert all(len(e) >= 2 for e in res["prompt_logprobs"][1:])  # top_k=2 entries (plus the actual token)
+    n = len(ids)
+    batch = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, n, dtype=torch.long)}
+    fwd = wire.decode(_post_frame(http, "/forward", lid, {"batch": batch, "meta": {}}).content)["batch"]["logprobs"]
+    assert torch.allclose(torch.tensor(lp_ids), fwd[0, : n - 1], atol=1e-5)
+    _refused(http, http.post("/log-probs", params={"job_id": lid}, json={"prompts": ["a"], "completions": []}), 422, "")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -415,15 +471,20 @@ def test_legacy_paths_answer_410(http):
 
 def test_initialize_conflicts_failures_and_retry(http, jobs, server, tiny_model_dir):
     r = http.post("/initialize", json={"job_type": "sampling"})
-    _refused(http, r, 409, "already running")
+    _refused(http, r, 409, "already RUNNING")
     _refused(
         http, http.post("/initialize", json={"job_type": "training", "model_name": "/no/such"}), 400, "config.json"
     )
+    bad_ds = {"job_type": "training", "checkpoint_path": "/tmp/x", "ds_config": {"optimizer": {"type": "Lion"}}}
+    _refused(http, http.post("/initialize", json=bad_ds), 422, "ds_config.optimizer.type")
+    bad_ds["ds_config"] = {"fp16_master_weights_and_grads": True}
+    _refused(http, http.post("/initialize", json=bad_ds), 422, "ds_config.fp16_master_weights_and_grads")
+    _refused(http, http.post("/initialize", json={"job_type": "sampling", "device": "cpu"}), 422, "extensions.device")
     # destroy the sampling job; a build that fails in the background leaves a failed record with a reason
     sid = jobs["sampling"]
-    assert http.post("/destroy", params={"job_id": sid}, json={"job_type": "sampling"}).json()["status"] == "terminated"
+    assert http.post("/destroy", params={"job_id": sid}, json={"job_type": "sampling"}).json()["status"] == "TERMINATED"
     assert http.get(f"/job/{sid}").json()["reason"] == "destroyed by a client"
-    _refused(http, http.post("/generate", params={"job_id": sid}, json={"prompts": [[5]]}), 409, "terminated")
+    _refused(http, http.post("/generate", params={"job_id": sid}, json={"prompts": [[5]]}), 409, "TERMINATED")
     import shutil
 
     broken = server.work / "broken-model"
@@ -431,9 +492,9 @@ def test_initialize_conflicts_failures_and_retry(http, jobs, server, tiny_model_
     (broken / "model.safetensors").write_bytes(b"garbage")
     r = http.post("/initialize", json={"job_type": "sampling", "model_name": str(broken)})
     info = _wait_running(http, r.json()["job_id"])
-    assert info["status"] == "failed" and info["reason"].startswith("initialization failed")
+    assert info["status"] == "FAILED" and info["reason"].startswith("initialization failed")
     r = http.post("/initialize", json={"job_type": "sampling"})  # corrected retry, same server
     new = _wait_running(http, r.json()["job_id"])
-    assert new["status"] == "running"
+    assert new["status"] == "RUNNING"
     jobs["sampling"] = new["job_id"]
     assert http.post("/destroy", params={"job_id": 999}, json={"job_type": "sampling"}).status_code == 404

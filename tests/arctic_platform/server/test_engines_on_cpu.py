@@ -206,14 +206,17 @@ def test_save_load_resumes_bit_exactly(tiny_model_dir, tmp_path):
         a.forward_backward(b, meta)
         a.step()
     a.policy_version = 7
-    saved = a.save(tmp_path / "ckpt", step=None, save_total_limit=None)
-    assert saved["global_step"] == 2 and (tmp_path / "ckpt" / "latest").read_text().strip() == "checkpoint-2"
+    saved = a.save(tmp_path / "ckpt", step=9, save_total_limit=None)
+    # global_step is the optimizer step count (2), not the requested step; latest holds the step number
+    assert saved["global_step"] == 2 and (tmp_path / "ckpt" / "latest").read_text().strip() == "9"
+    root = a.save(tmp_path / "root", step=None, save_total_limit=None)  # no step: into the root itself
+    assert root["path"] == str(tmp_path / "root") and (tmp_path / "root" / "trainer_state.json").is_file()
     m3 = a.forward_backward(b, meta)["metrics"]
     s3 = a.step()
     w3 = {n: p.detach().clone() for n, p in a.model.named_parameters()}
 
     fresh = E.TrainingEngine(_settings(tiny_model_dir), ts)
-    info = fresh.load(tmp_path / "ckpt" / "checkpoint-2")
+    info = fresh.load(tmp_path / "ckpt" / "checkpoint-9")
     assert (info["global_step"], info["policy_version"]) == (2, 7)
     assert fresh.forward_backward(b, meta)["metrics"] == m3  # bit-exact: same weights, moments, step, schedule
     assert fresh.step() == s3
@@ -274,7 +277,8 @@ def test_generate_logprobs_match_forward_at_the_temperature(tiny_model_dir, samp
             lp = trainer.forward({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, {"temperature": t})
             got = lp["batch"]["logprobs"][0, len(p) - 1 : -1]
             # KV-cache decode vs one full forward: same math, float32 summation order differs slightly
-            torch.testing.assert_close(torch.tensor(r["logprobs"]), got, rtol=0, atol=1e-5)
+            sampled = [e[str(t)]["logprob"] for e, t in zip(r["logprobs"], r["token_ids"], strict=True)]
+            torch.testing.assert_close(torch.tensor(sampled), got, rtol=0, atol=1e-5)
 
 
 def test_stop_tokens_max_tokens_and_top_logprobs(sampler):
@@ -285,8 +289,10 @@ def test_stop_tokens_max_tokens_and_top_logprobs(sampler):
     r = sampler.generate(_items(PROMPTS[:1], temperature=0.0, max_tokens=0))[0][0]
     assert r["token_ids"] == [] and r["finish_reason"] == "length"
     r = sampler.generate(_items(PROMPTS[:1], temperature=1.0, max_tokens=3, seed=1, logprobs=3, ignore_eos=True))[0][0]
-    assert len(r["top_logprobs"]) == 3 and all(len(d) == 3 for d in r["top_logprobs"])
-    assert r["logprobs"] is not None and r["finish_reason"] == "length"
+    assert len(r["logprobs"]) == 3 and r["finish_reason"] == "length"
+    for entry, tok in zip(r["logprobs"], r["token_ids"], strict=True):  # top-3, plus the sampled token if not in it
+        assert len(entry) in (3, 4) and str(tok) in entry
+        assert sorted(e["rank"] for e in entry.values())[:3] == [1, 2, 3]
     assert sampler.generate(_items(PROMPTS[:1], max_tokens=2))[0][0]["logprobs"] is None
 
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from pydantic import ValidationError
 
+from arctic_platform.protocol import JobConfig, build_ds_config
 from arctic_platform.server.engines import RequestError
-from arctic_platform.server.jobs import JobConfig, JobRegistry, ServerLimits
+from arctic_platform.server.jobs import JobRegistry, ServerLimits
 
 
 @pytest.fixture
@@ -27,17 +29,46 @@ def _cfg(**kw):
         (dict(job_type="critic"), 400, "unknown job_type"),
         (dict(job_type="sampling", model_name="/nonexistent/model"), 400, "not a local Hugging Face model"),
         (dict(job_type="training"), 400, "needs checkpoint_path"),
-        (dict(job_type="sampling", device="cuda"), 400, "CUDA is not available"),
-        (dict(job_type="sampling", device="tpu"), 400, "is not 'auto'"),
-        (dict(job_type="sampling", dtype="float8"), 400, "dtype 'float8'"),
+        (dict(job_type="sampling", extensions={"device": "cuda"}), 400, "CUDA is not available"),
+        (dict(job_type="sampling", extensions={"device": "tpu"}), 400, "is not 'auto'"),
+        (dict(job_type="sampling", extensions={"dtype": "float8"}), 400, "dtype 'float8'"),
         (dict(job_type="training", checkpoint_path="/tmp/x", training_config={"lr": 1}), 422, "training_config"),
         (
-            dict(job_type="training", checkpoint_path="/tmp/x", training_config={"lr_scheduler_type": "cosine"}),
-            400,
-            "total_steps is required",
+            dict(job_type="training", checkpoint_path="/tmp/x", ds_config={"scheduler": {"type": "WarmupCosineLR"}}),
+            422,
+            "warmup_type",
         ),
+        (
+            dict(
+                job_type="training",
+                checkpoint_path="/tmp/x",
+                ds_config={"scheduler": {"type": "WarmupCosineLR", "params": {"warmup_type": "linear"}}},
+            ),
+            422,
+            "total_num_steps",
+        ),
+        (dict(job_type="training", checkpoint_path="/tmp/x", ds_config={"amp": {}}), 422, "ds_config.amp"),
+        (
+            dict(job_type="training", checkpoint_path="/tmp/x", ds_config={"optimizer": {"params": {"amsgrad": True}}}),
+            422,
+            "optimizer.params.amsgrad",
+        ),
+        (dict(job_type="sampling", ds_worker_config={"use_liger": True}), 422, "use_liger"),
     ],
-    ids=["type", "model", "ckpt", "cuda", "device", "dtype", "unknown-key", "cosine"],
+    ids=[
+        "type",
+        "model",
+        "ckpt",
+        "cuda",
+        "device",
+        "dtype",
+        "training-config",
+        "log-warmup",
+        "cosine",
+        "ds-key",
+        "opt-param",
+        "liger",
+    ],  # fmt: skip
 )
 def test_validation_happens_before_anything_is_built(registry, kw, status, match):
     with pytest.raises(RequestError, match=match) as ei:
@@ -62,15 +93,15 @@ def test_zero_workers_refuse_the_job_type(tiny_model_dir):
 
 def test_lifecycle_pending_running_terminated(registry, tmp_path):
     job = registry.create(_cfg(job_type="training", checkpoint_path=str(tmp_path)))
-    assert (job.job_id, job.status, job.reason) == (1, "pending", "")
+    assert (job.job_id, job.status, job.reason) == (1, "PENDING", "")
     with pytest.raises(RequestError) as ei:  # one live job per type, pending included
         registry.create(_cfg(job_type="training", checkpoint_path=str(tmp_path)))
     assert ei.value.status == 409
     with pytest.raises(RequestError) as ei:
         registry.require(1, "training")
-    assert ei.value.status == 409 and "pending" in ei.value.reason
+    assert ei.value.status == 409 and "PENDING" in ei.value.reason
     registry.build(job)
-    assert job.status == "running" and registry.require(1, "training") is job
+    assert job.status == "RUNNING" and registry.require(1, "training") is job
     assert job.info()["checkpoint_path"] == str(tmp_path / "arctic_rl_job_1")
     with pytest.raises(RequestError) as ei:
         registry.require(1, "sampling")
@@ -79,7 +110,7 @@ def test_lifecycle_pending_running_terminated(registry, tmp_path):
         registry.get(99)
     assert ei.value.status == 404
     registry.destroy(job, "destroyed by a client")
-    assert (job.status, job.reason, job.engine) == ("terminated", "destroyed by a client", None)
+    assert (job.status, job.reason, job.engine) == ("TERMINATED", "destroyed by a client", None)
     again = registry.create(_cfg(job_type="training", checkpoint_path=str(tmp_path)))
     assert again.job_id == 2  # ids are never reused
 
@@ -90,20 +121,43 @@ def test_failed_build_leaves_nothing_and_can_be_retried(registry, tiny_model_dir
     (broken / "model.safetensors").write_bytes(b"not a safetensors file")
     job = registry.create(_cfg(job_type="sampling", model_name=str(broken)))
     registry.build(job)
-    assert job.status == "failed" and job.engine is None
+    assert job.status == "FAILED" and job.engine is None
     assert job.reason.startswith("initialization failed:") and len(job.reason.splitlines()) == 1
     fixed = registry.create(_cfg(job_type="sampling"))  # the failed record does not hold the slot
     registry.build(fixed)
-    assert fixed.status == "running"
-    assert [j.status for j in registry.all()] == ["failed", "running"]
+    assert fixed.status == "RUNNING"
+    assert [j.status for j in registry.all()] == ["FAILED", "RUNNING"]
 
 
-def test_destroy_while_pending_terminates_after_the_build(registry):
+def test_destroy_while_pending_frees_the_slot_at_once(registry):
     job = registry.create(_cfg(job_type="log_prob"))
     registry.destroy(job, "destroyed by a client")
-    assert job.status == "pending"
+    assert job.status == "TERMINATED" and "while initializing" in job.reason
+    again = registry.create(_cfg(job_type="log_prob"))  # the slot is free before the abandoned build ends
+    registry.build(job)  # the abandoned build finishes: its engine is discarded, the record stays terminated
+    assert job.status == "TERMINATED" and job.engine is None
+    registry.build(again)
+    assert again.status == "RUNNING" and again.engine is not None
+
+
+def test_ds_config_is_honoured(registry, tmp_path):
+    ds = build_ds_config(lr=1e-3, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.1, grad_clip=0.5, warmup_steps=3)
+    ds["zero_optimization"] = {"stage": 0}  # sizing / placement keys are accepted without effect
+    ds["train_batch_size"] = 8
+    job = registry.create(_cfg(job_type="training", checkpoint_path=str(tmp_path), ds_config=ds))
     registry.build(job)
-    assert job.status == "terminated" and job.engine is None and "while initializing" in job.reason
+    t = job.engine.training
+    assert (t.lr, t.betas, t.eps, t.weight_decay, t.grad_clip) == (1e-3, (0.8, 0.9), 1e-6, 0.1, 0.5)
+    assert (t.lr_scheduler_type, t.warmup_steps) == ("constant", 3)
+    g = job.engine.optimizer.param_groups[0]
+    assert (g["initial_lr"], g["betas"], g["eps"], g["weight_decay"]) == (1e-3, (0.8, 0.9), 1e-6, 0.1)
+
+
+def test_old_top_level_keys_are_refused_with_their_new_place():
+    with pytest.raises(ValidationError, match="extensions.device"):
+        _cfg(job_type="sampling", device="cpu")
+    with pytest.raises(ValidationError, match="vllm_config"):
+        _cfg(job_type="sampling", engine_kwargs={})
 
 
 def test_fca_request_is_ignored_with_one_warning(registry, caplog):
@@ -111,6 +165,6 @@ def test_fca_request_is_ignored_with_one_warning(registry, caplog):
     job = registry.create(_cfg(job_type="sampling", arctic_inference_config=aic, vllm_config={"enforce_eager": True}))
     with caplog.at_level("WARNING", logger="arctic_platform.server"):
         registry.build(job)
-    assert job.status == "running"  # never fails the job
+    assert job.status == "RUNNING"  # never fails the job
     warnings = [r for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "FCA" in warnings[0].getMessage()

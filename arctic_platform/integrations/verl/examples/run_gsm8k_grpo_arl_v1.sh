@@ -67,7 +67,7 @@ fi
 
 ZORRO_ARGS=()
 if [ "${ZORRO:-0}" = 1 ]; then
-  # The adapter passes the sampler's engine kwargs through arctic_platform.kernels.cascade.fca_engine_overrides:
+  # The adapter passes the sampler's engine kwargs through arctic_platform.integrations.verl.vllm_config.fca_engine_overrides:
   # cudagraph_mode=PIECEWISE unless enforce_eager, forest_cascade_attn_configs="{}", and an error for full graphs.
   ZORRO_ARGS=("remote_backend.arctic.rollout.zorro_inference.enable=true")
 fi

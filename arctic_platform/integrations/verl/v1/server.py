@@ -15,7 +15,8 @@
 """``ArcticV1LLMServer``: the rollout server actor whose ``generate`` runs on the backend's sampling job.
 
 verl's agent loop calls ``generate(request_id, prompt_ids, sampling_params, ...)`` with token ids and expects a
-``TokenOutput``; this server forwards the ids unchanged (no decode/re-tokenize), returns the sampled ids, their
+``TokenOutput``; this server forwards the ids unchanged to a backend that advertises the ``token_ids`` capability
+(else the client sends the decoded text and checks the round trip), returns the sampled ids, their
 log-probs when ``sampling_params["logprobs"]`` is set, and tags the output with the policy version that produced it
 (``extra_fields["global_steps"]``, an int). It stays usable across verl's ``sleep()`` calls: verl's sync loop sleeps
 the replicas every step and never wakes them, so the control methods are no-ops and weights are synced by the
@@ -29,6 +30,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
+from arctic_platform.client.client import sampled_logprobs
 from verl.workers.rollout.replica import TokenOutput
 
 logger = logging.getLogger(__name__)
@@ -82,7 +84,7 @@ class ArcticV1LLMServer:
         version = result.get("policy_version", self.global_steps)
         if version is None:
             raise RuntimeError("the backend returned no policy version and set_global_steps was never called")
-        log_probs = result.get("logprobs") if params["logprobs"] is not None else None
+        log_probs = sampled_logprobs(result) if params["logprobs"] is not None else None
         reason = result.get("finish_reason")
         return TokenOutput(
             token_ids=list(result["token_ids"]),

@@ -41,6 +41,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDict
 
+from arctic_platform.protocol import FORWARD_PROCESSING, UPDATE_PROCESSING
 from verl.remote_backend.worker_utils import normalize_backend_metrics
 from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
@@ -229,7 +230,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             reply = await (await self.backend.client()).forward(
                 self._wire_batch(dense, ()),
                 self._meta(temperature, want_entropy),
-                {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": None},
+                dict(FORWARD_PROCESSING),
                 ref=ref,
             )
             prompt_len = _nested_lengths(data["prompts"])[rows]
@@ -323,7 +324,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             reply = await client.forward_backward(
                 self._wire_batch(dense, tuple(fields)),
                 meta,
-                {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": "verl_grpo"},
+                dict(UPDATE_PROCESSING),
             )
             step = await client.step()
             for key, value in reply.get("metrics", {}).items():

@@ -10,6 +10,7 @@ from arctic_platform.integrations.verl.adapter import (
     build_client_config,
     validate_arctic_config,
 )
+from arctic_platform.protocol import JobConfig
 from verl.trainer.ppo.v1 import PPOTrainerRemoteBackend
 
 
@@ -110,7 +111,7 @@ def test_client_config_mapping(compose_arctic, tiny_model, tmp_path):
     assert c.sampling.arctic_inference_config is None
 
 
-def test_zorro_inference_goes_through_fca_engine_overrides(compose_arctic, tiny_model):
+def test_zorro_inference_reaches_vllm_config_and_arctic_inference_config(compose_arctic, tiny_model):
     cfg = compose_arctic(
         [f"actor_rollout_ref.model.path={tiny_model}", "remote_backend.arctic.rollout.zorro_inference.enable=true"]
     )
@@ -119,8 +120,13 @@ def test_zorro_inference_goes_through_fca_engine_overrides(compose_arctic, tiny_
         "zorro_inference": {"enable": True},
         "speculative_decoding": {"model": ""},
     }
-    assert c.sampling.engine_kwargs["compilation_config"]["cudagraph_mode"] == "PIECEWISE"
-    assert c.sampling.engine_kwargs["forest_cascade_attn_configs"] == "{}"
+    # ... and the /initialize body carries them where a reference server reads them: vllm_config (vLLM engine args,
+    # through ArcticInference's ModelConfig) and arctic_inference_config (-> use_fca)
+    body = c.job_config("sampling")
+    assert body["vllm_config"]["compilation_config"]["cudagraph_mode"] == "PIECEWISE"
+    assert body["vllm_config"]["forest_cascade_attn_configs"] == "{}"
+    assert body["arctic_inference_config"]["zorro_inference"] == {"enable": True}
+    assert set(body) <= set(JobConfig.model_fields)
 
 
 def test_zorro_with_explicit_full_graph_mode_is_refused(compose_arctic, tiny_model):

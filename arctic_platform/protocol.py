@@ -1,0 +1,451 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""The one definition of the Arctic RL protocol (docs/arctic-rl-protocol.md), shared by client, server and adapter.
+
+Torch-free (pydantic only), so the verl adapter can import it during ``import verl``. It holds:
+
+* the job types and their creation order, the job status vocabulary (the reference's upper-case strings) and the
+  client-side state normalisation;
+* the request models of every JSON endpoint, with the reference's field names (``JobConfig``, ``GenerateRequest``,
+  ``SaveRequest``, ...); where this project adds a field it is marked "extension";
+* the ``ds_config`` subset the embedded torch server honours, as one builder (client) and one reader (server);
+* the capabilities the embedded server advertises in ``/health`` (extensions: the reference has none);
+* batch keys, processing names and the loss-mode / agg-mode / KL-type lists.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "AGG_MODES",
+    "CAPABILITIES",
+    "FORWARD_PROCESSING",
+    "JOB_CREATE_ORDER",
+    "JOB_TYPES",
+    "KL_BASE_TYPES",
+    "KL_TYPES",
+    "LIVE_STATES",
+    "LOSS_MODES",
+    "RESPONSE_FIELDS",
+    "TERMINAL_STATES",
+    "UPDATE_PROCESSING",
+    "DsConfigError",
+    "GenerateRequest",
+    "JobConfig",
+    "JobStatus",
+    "build_ds_config",
+    "normalize_state",
+    "read_ds_config",
+]
+
+# ------------------------------------------------------------------------------------------------
+# jobs and states (docs/arctic-rl-protocol.md §2)
+# ------------------------------------------------------------------------------------------------
+
+JOB_TYPES = ("training", "sampling", "log_prob")
+JOB_CREATE_ORDER = ("sampling", "log_prob", "training")
+"""Creation order; destruction runs in reverse."""
+
+
+class JobStatus:
+    """``job_info.status`` values, spelt as the reference server reports them (its client waits for ``RUNNING``)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    FAILED = "FAILED"
+    TERMINATED = "TERMINATED"
+
+
+LIVE_STATES = (JobStatus.PENDING, JobStatus.RUNNING)
+TERMINAL_STATES = ("failed", "terminated", "done", "cancelled", "canceled")
+"""Normalised (lower-case) states after which a client stops waiting (Cortex's states included)."""
+
+
+def normalize_state(state: Any) -> str:
+    """Lower case, without a ``job_state_`` / ``request_state_`` prefix, so ``RUNNING`` == ``running``."""
+    s = str(state or "").strip().lower()
+    for prefix in ("job_state_", "request_state_"):
+        if s.startswith(prefix):
+            s = s[len(prefix) :]
+    return s
+
+
+CAPABILITIES = ("token_ids", "policy_version", "rollout_logprobs", "job_states")
+"""What ``GET /health`` advertises beyond the reference's ``{"status": "OK"}`` (extension):
+
+* ``token_ids``: ``/generate`` and ``/log-probs`` accept ``prompts: list[list[int]]`` and ``token_ids`` in results
+  are exactly the generated ids (no decode / re-tokenize round trip).
+* ``policy_version``: generate results, weight syncs and job infos carry the policy version.
+* ``rollout_logprobs``: ``sampling_params.logprobs`` is honoured (sampled token's log-prob at the sampling T).
+* ``job_states``: ``/initialize`` may return while the job is ``PENDING``; failures become ``FAILED`` + ``reason``.
+"""
+
+# ------------------------------------------------------------------------------------------------
+# batch keys and processing names (§4)
+# ------------------------------------------------------------------------------------------------
+
+RESPONSE_FIELDS = ("response_mask", "old_log_probs", "advantages", "ref_log_prob", "rollout_is_weights", "loss_mask")
+"""Response-aligned batch tensors: ``[b, R]`` or left-padded ``[b, P+R]`` on the wire."""
+UPDATE_PROCESSING = {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": "verl_grpo"}
+FORWARD_PROCESSING = {"post": ["apply_temperature", "compute_entropy_and_logprobs"], "loss_fn": None}
+ALLOWED_POST = ("apply_temperature", "compute_entropy_and_logprobs")
+ALLOWED_LOSS_FNS = (None, "verl_grpo", "verl_ppo", "vanilla")
+
+# ------------------------------------------------------------------------------------------------
+# loss vocabulary (§6)
+# ------------------------------------------------------------------------------------------------
+
+LOSS_MODES = ("vanilla",)
+AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+KL_BASE_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
+KL_TYPES = KL_BASE_TYPES + tuple(k + "+" for k in KL_BASE_TYPES)
+"""A ``+`` suffix is the straight-through variant (forward value of the base, gradient of k2)."""
+
+# ------------------------------------------------------------------------------------------------
+# request models (reference names: common/utils/server_models.py)
+# ------------------------------------------------------------------------------------------------
+
+DEFAULT_SEED = 42
+_LEGACY_JOB_KEYS = {
+    "device": "extensions.device",
+    "dtype": "extensions.dtype",
+    "max_seq_len": "extensions.max_seq_len (sampling: vllm_config.max_model_len)",
+    "attn_implementation": "ds_worker_config.attn_implementation",
+    "engine_kwargs": "vllm_config",
+}
+
+
+class JobConfig(BaseModel):
+    """``POST /initialize``. Unknown keys are ignored, as by the reference, except this project's old top-level names
+    (``device``, ``dtype``, ``max_seq_len``, ``attn_implementation``, ``engine_kwargs``), which are refused with the
+    place they moved to, so a setting is never silently lost."""
+
+    model_config = ConfigDict(extra="ignore", protected_namespaces=())
+    model_name: str | None = None
+    """HF model (the reference requires it; the embedded server falls back to its ``--model``)."""
+    job_type: str = "training"
+    num_devices: int | None = None
+    ds_config: dict | None = None
+    """DeepSpeed config; the embedded server honours the subset :func:`read_ds_config` reads and refuses the rest."""
+    training_config: dict | None = None
+    log_prob_config: dict | None = None
+    ds_worker_config: dict | None = None
+    vllm_config: dict | None = None
+    checkpoint_path: str | None = None
+    arctic_inference_config: dict | None = None
+    full_determinism: bool = False
+    seed: int = DEFAULT_SEED
+    cuda_ipc: bool = False
+    low_memory: bool = False
+    extensions: dict | None = None
+    """Extension (the reference ignores it): embedded-server settings with no reference field:
+    ``device`` (auto / cpu / cuda[:N]), ``dtype`` (float32 / bfloat16 / float16), ``max_seq_len``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_names(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            bad = sorted(k for k in data if k in _LEGACY_JOB_KEYS)
+            if bad:
+                where = "; ".join(f"{k} -> {_LEGACY_JOB_KEYS[k]}" for k in bad)
+                raise ValueError(f"JobConfig keys {bad} are not protocol fields (a real server ignores them): {where}")
+        return data
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _seed(cls, v: Any) -> Any:
+        return DEFAULT_SEED if v is None else v
+
+
+class DestroyRequest(BaseModel):
+    job_type: str
+
+
+class GenerateRequest(BaseModel):
+    """``POST /generate`` (a DSSST1 frame). ``prompts`` as token-id lists is an extension (capability ``token_ids``)."""
+
+    prompts: list[str] | list[list[int]]
+    sampling_params: dict[str, Any] | None = None
+    routing_key: Any = None
+    strict: bool = False
+
+
+class LogProbsRequest(BaseModel):
+    """``POST /log-probs`` (JSON in, frame out). Token-id prompts/completions are an extension (``token_ids``)."""
+
+    prompts: list[str] | list[list[int]]
+    completions: list[str] | list[list[int]] | None = None
+    top_k: int = Field(1, ge=0)
+
+
+class StepRequest(BaseModel):
+    learning_rate: float | None = Field(None, ge=0)
+
+
+class SaveRequest(BaseModel):
+    checkpoint_id: str | None = None
+    checkpoint_type: str = "resumable"
+    path: str | None = None
+    step: int | None = Field(None, ge=0)
+    export_hf: bool = False
+    save_total_limit: int | None = Field(None, ge=1)
+    stage_info: dict[str, Any] | None = None
+
+
+class LoadCheckpointRequest(BaseModel):
+    path: str | None = None
+    step: int | None = Field(None, ge=0)
+
+
+class ResetPrefixCacheRequest(BaseModel):
+    drain: bool = True
+    timeout_s: float = 60.0
+    retry_interval_s: float = 0.1
+
+
+class WeightSyncRequest(BaseModel):
+    source_sub_job_id: int | None = None
+    target_sub_job_ids: list[int] | None = None
+    cuda_ipc: bool | None = None
+    low_memory: bool | None = None
+    policy_version: int | None = Field(None, ge=0)
+    """Extension: the version the sampler serves after the sync (default: its previous version + 1)."""
+
+
+class OperationRequest(BaseModel):
+    operation_type: str
+    sub_job_id: int | str | None = None
+    sub_job_type: str | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class WeightNormRequest(BaseModel):
+    training_job_id: int
+    sampling_job_id: int
+
+
+class SleepRequest(BaseModel):
+    level: int = 1
+
+
+class SleepTrainingRequest(BaseModel):
+    mode: str = "all"
+
+
+SLEEP_TRAINING_MODES = ("all", "non_lp", "lp_params")
+
+# ------------------------------------------------------------------------------------------------
+# ds_config: the subset the embedded torch server honours
+# ------------------------------------------------------------------------------------------------
+
+
+class DsConfigError(ValueError):
+    """A ``ds_config`` key the embedded server cannot honour; ``key`` is its dotted path."""
+
+    def __init__(self, key: str, why: str):
+        super().__init__(f"ds_config.{key}: {why}")
+        self.key = key
+
+
+# Keys that size or place DeepSpeed's work and do not change the math of a single-process torch engine.
+_DS_INFORMATIONAL = {
+    "train_batch_size",
+    "gradient_accumulation_steps",
+    "sequence_parallel_size",
+    "steps_per_print",
+    "wall_clock_breakdown",
+    "log_level",
+    "zero_optimization",
+    "zero_allow_untested_optimizer",
+    "torch_autocast",
+    "communication_data_type",
+    "data_types",
+    "prescale_gradients",
+    "gradient_predivide_factor",
+    "dump_state",
+}
+_OPTIMIZER_TYPES = ("adamw", "adam")
+_OPT_PARAMS = {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "fused"}
+
+
+def build_ds_config(
+    *,
+    lr: float,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-8,
+    weight_decay: float = 0.01,
+    grad_clip: float | None = None,
+    lr_scheduler_type: str = "constant",
+    warmup_steps: int = 0,
+    total_steps: int | None = None,
+    min_lr_ratio: float = 0.0,
+    micro_batch_size: int | None = None,
+    base: dict | None = None,
+) -> dict:
+    """A ``ds_config`` in the reference adapter's shape: AdamW ``optimizer``, ``gradient_clipping`` and a
+    ``WarmupLR`` / ``WarmupCosineLR`` ``scheduler`` (one tick per ``/step``), over ``base`` (e.g. a zero config)."""
+    cfg = dict(base or {})
+    cfg["optimizer"] = {
+        "type": "AdamW",
+        "params": {
+            "lr": float(lr),
+            "betas": [float(b) for b in betas],
+            "eps": float(eps),
+            "weight_decay": weight_decay,
+        },
+    }
+    if grad_clip is not None and grad_clip > 0:
+        cfg["gradient_clipping"] = float(grad_clip)
+    if lr_scheduler_type == "cosine":
+        if not total_steps:
+            raise ValueError("lr_scheduler_type='cosine' needs total_steps")
+        cfg["scheduler"] = {
+            "type": "WarmupCosineLR",
+            "params": {
+                "total_num_steps": int(total_steps),
+                "warmup_num_steps": int(warmup_steps),
+                "warmup_min_ratio": 0.0,
+                "cos_min_ratio": float(min_lr_ratio),
+                "warmup_type": "linear",
+            },
+        }
+    elif lr_scheduler_type == "constant":
+        if warmup_steps > 0:
+            cfg["scheduler"] = {
+                "type": "WarmupLR",
+                "params": {
+                    "warmup_min_lr": 0.0,
+                    "warmup_max_lr": float(lr),
+                    "warmup_num_steps": int(warmup_steps),
+                    "warmup_type": "linear",
+                },
+            }
+    else:
+        raise ValueError(f"lr_scheduler_type {lr_scheduler_type!r} is not 'constant' or 'cosine'")
+    if micro_batch_size is not None:
+        cfg["train_micro_batch_size_per_gpu"] = int(micro_batch_size)
+    return cfg
+
+
+def _num(key: str, v: Any, *, lo: float = 0.0, strict: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo or (strict and v == lo):
+        raise DsConfigError(key, f"must be a finite number {'>' if strict else '>='} {lo}, got {v!r}")
+    return float(v)
+
+
+def read_ds_config(ds_config: dict | None) -> dict[str, Any]:
+    """The training settings a ``ds_config`` asks for, as keyword arguments of the server's ``TrainingSettings``.
+
+    Honoured: ``optimizer`` (AdamW / Adam with ``adam_w_mode``: lr, betas, eps, weight_decay), ``gradient_clipping``
+    (absent or 0 = no clipping, DeepSpeed's default), ``scheduler`` (``WarmupLR`` / ``WarmupCosineLR`` with linear
+    warmup from 0), ``train_micro_batch_size_per_gpu`` and ``bf16`` / ``fp16`` (``enabled`` selects the dtype).
+    Accepted without effect, because they only size or place DeepSpeed's work: batch sizing, ``zero_optimization``,
+    logging keys. Anything else raises :class:`DsConfigError` naming the key. ``None`` gives ``{}`` (the defaults).
+    """
+    if ds_config is None:
+        return {}
+    if not isinstance(ds_config, dict):
+        raise DsConfigError("", f"must be an object, got {type(ds_config).__name__}")
+    out: dict[str, Any] = {"grad_clip": None}
+    for key, value in ds_config.items():
+        if key in _DS_INFORMATIONAL:
+            continue
+        if key == "optimizer":
+            if not isinstance(value, dict):
+                raise DsConfigError("optimizer", "must be an object {type, params}")
+            unknown = sorted(set(value) - {"type", "params"})
+            if unknown:
+                raise DsConfigError(f"optimizer.{unknown[0]}", "is not read by this server")
+            kind = str(value.get("type", "AdamW")).lower()
+            params = value.get("params") or {}
+            if kind not in _OPTIMIZER_TYPES:
+                raise DsConfigError("optimizer.type", f"{value.get('type')!r}: this server runs AdamW only")
+            if kind == "adam" and not params.get("adam_w_mode", True):
+                raise DsConfigError("optimizer.params.adam_w_mode", "false (L2 Adam) is not implemented; AdamW only")
+            for p in sorted(set(params) - _OPT_PARAMS):
+                raise DsConfigError(f"optimizer.params.{p}", "is not read by this server")
+            if "lr" in params:
+                out["lr"] = _num("optimizer.params.lr", params["lr"])
+            if "eps" in params:
+                out["eps"] = _num("optimizer.params.eps", params["eps"], strict=True)
+            if "weight_decay" in params:
+                out["weight_decay"] = _num("optimizer.params.weight_decay", params["weight_decay"])
+            if "betas" in params:
+                b = params["betas"]
+                if not isinstance(b, (list, tuple)) or len(b) != 2:
+                    raise DsConfigError("optimizer.params.betas", f"must be two numbers, got {b!r}")
+                out["betas"] = (_num("optimizer.params.betas", b[0]), _num("optimizer.params.betas", b[1]))
+        elif key == "gradient_clipping":
+            g = _num("gradient_clipping", value)
+            out["grad_clip"] = g if g > 0 else None
+        elif key == "scheduler":
+            out.update(_read_scheduler(value))
+        elif key == "train_micro_batch_size_per_gpu":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise DsConfigError(key, f"must be a positive int, got {value!r}")
+            out["micro_batch_size"] = value
+        elif key in ("bf16", "fp16"):
+            if not isinstance(value, dict):
+                raise DsConfigError(key, "must be an object {enabled: bool}")
+            if value.get("enabled") is True or value.get("enabled") == "auto":
+                out["dtype"] = "bfloat16" if key == "bf16" else "float16"
+        else:
+            raise DsConfigError(key, "is not honoured by the embedded torch server (it would be silently lost)")
+    if "warmup_max_lr" in out:
+        peak = out.pop("warmup_max_lr")
+        if "lr" in out and out["lr"] != peak:
+            raise DsConfigError(
+                "scheduler.params.warmup_max_lr", f"{peak} != optimizer.params.lr {out['lr']} (one peak rate)"
+            )
+        out["lr"] = peak
+    return out
+
+
+def _read_scheduler(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise DsConfigError("scheduler", "must be an object {type, params}")
+    kind = value.get("type")
+    p = dict(value.get("params") or {})
+    warmup_type = p.pop("warmup_type", "log")
+    if warmup_type != "linear":
+        raise DsConfigError("scheduler.params.warmup_type", f"{warmup_type!r}: only 'linear' warmup is implemented")
+    if kind == "WarmupLR":
+        out: dict[str, Any] = {"lr_scheduler_type": "constant"}
+        if _num("scheduler.params.warmup_min_lr", p.pop("warmup_min_lr", 0.0)) != 0.0:
+            raise DsConfigError("scheduler.params.warmup_min_lr", "only 0 is implemented (warmup starts at 0)")
+        if "warmup_max_lr" in p:
+            out["warmup_max_lr"] = _num("scheduler.params.warmup_max_lr", p.pop("warmup_max_lr"))
+        out["warmup_steps"] = int(_num("scheduler.params.warmup_num_steps", p.pop("warmup_num_steps", 1000)))
+    elif kind == "WarmupCosineLR":
+        out = {"lr_scheduler_type": "cosine"}
+        if _num("scheduler.params.warmup_min_ratio", p.pop("warmup_min_ratio", 0.0)) != 0.0:
+            raise DsConfigError("scheduler.params.warmup_min_ratio", "only 0 is implemented (warmup starts at 0)")
+        if "total_num_steps" not in p:
+            raise DsConfigError("scheduler.params.total_num_steps", "is required for WarmupCosineLR")
+        out["total_steps"] = int(_num("scheduler.params.total_num_steps", p.pop("total_num_steps"), lo=1))
+        out["warmup_steps"] = int(_num("scheduler.params.warmup_num_steps", p.pop("warmup_num_steps", 0)))
+        out["min_lr_ratio"] = _num("scheduler.params.cos_min_ratio", p.pop("cos_min_ratio", 0.0))
+        if out["min_lr_ratio"] > 1:
+            raise DsConfigError("scheduler.params.cos_min_ratio", "must be <= 1")
+    else:
+        raise DsConfigError("scheduler.type", f"{kind!r}: only WarmupLR and WarmupCosineLR are implemented")
+    p.pop("last_batch_iteration", None)
+    if p:
+        raise DsConfigError(f"scheduler.params.{sorted(p)[0]}", "is not read by this server")
+    return out
