@@ -16,7 +16,7 @@ steady steps 2..N-1 (step 1 carries the one-time actor warm-up; the async run's 
 prefetch); the total over all N steps is printed too. Writes CSV (per step) and a PNG (stacked breakdown). Needs the
 installed wheel; run it from outside the repository root.
 
-    python benchmarks/e2e/bench_async.py [--steps 12] [--out benchmarks/results/cpu]
+    python benchmarks/e2e/bench_async.py [--steps 12] [--repeats 1] [--out benchmarks/results/cpu]
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ BUSY = re.compile(
 
 
 def run(mode: str, args, workdir: Path) -> dict:
+    workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / mode
     cli = shutil.which("arctic-verl", path=str(Path(sys.executable).parent)) or "arctic-verl"
     cmd = [cli, "smoke", "--steps", str(args.steps), "--seed", str(args.seed), "--no-learning-check", "--out", str(out)]
@@ -71,8 +72,18 @@ def run(mode: str, args, workdir: Path) -> dict:
     return {"mode": mode, "steps": steps, "busy": busy, "wall_s": time.time() - t0, "stdout": r.stdout}
 
 
+def _pool(results: list[dict]) -> dict:
+    """Several runs of one mode as one: their steps (tagged with the run), summed server busy seconds."""
+    busy: dict[str, float] = {}
+    for res in results:
+        for k, v in res["busy"].items():
+            busy[k] = busy.get(k, 0.0) + v
+    steps = [{**s, "run": i} for i, res in enumerate(results) for s in res["steps"]]
+    return {"mode": results[0]["mode"], "steps": steps, "busy": busy, "runs": len(results)}
+
+
 def steady(result: dict) -> list[dict]:
-    n = len(result["steps"])
+    n = max(s["step"] for s in result["steps"])
     return [s for s in result["steps"] if 1 < s["step"] < n] or result["steps"]
 
 
@@ -85,25 +96,37 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu"))
+    ap.add_argument("--repeats", type=int, default=1, help="runs per mode, in ABBA order (default 1)")
     args = ap.parse_args()
     if args.steps < 4:
         raise SystemExit("--steps must be >= 4 (steady steps are 2..N-1)")
+    # --repeats 2 runs sync, async, async, sync (ABBA) and pools the steps per mode, so a background load that
+    # drifts during the benchmark (a shared machine) biases neither mode
+    order = ["sync", "async"]
+    for i in range(1, args.repeats):
+        order += order[-2:][::-1] if i % 2 else order[:2]
+    runs: dict[str, list[dict]] = {"sync": [], "async": []}
     with tempfile.TemporaryDirectory(prefix="bench-async-") as td:
-        results = {mode: run(mode, args, Path(td)) for mode in ("sync", "async")}
+        for i, mode in enumerate(order):
+            runs[mode].append(run(mode, args, Path(td) / f"run{i}"))
+    results = {mode: _pool(rs) for mode, rs in runs.items()}
 
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "async.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["mode", "step", "step_s", *PHASES, "staleness_hist"])
+        w = csv.DictWriter(f, fieldnames=["mode", "run", "step", "step_s", *PHASES, "staleness_hist"])
         w.writeheader()
         for res in results.values():
             for s in res["steps"]:
                 w.writerow({**s, "staleness_hist": json.dumps(s["staleness_hist"])})
 
-    print(f"{args.steps} steps, seed {args.seed}; per-step means over steps 2..{args.steps - 1}:")
+    print(
+        f"{args.steps} steps, seed {args.seed}, {args.repeats} run(s) per mode ({' '.join(order)}); "
+        f"per-step means over steps 2..{args.steps - 1}:"
+    )
     for mode, res in results.items():
         rows = steady(res)
         parts = "  ".join(f"{p} {mean(rows, p):.3f}s" for p in PHASES)
-        total = sum(s["step_s"] for s in res["steps"])
+        total = sum(s["step_s"] for s in res["steps"]) / res["runs"]
         b = res["busy"]
         server = (
             f"server busy: training {b['training']:.1f}s sampling {b['sampling']:.1f}s overlap {b['overlap']:.1f}s"
@@ -113,8 +136,8 @@ def main() -> int:
         print(f"  {mode:5s}: step {mean(rows, 'step_s'):.3f}s  ({parts})  total {total:.1f}s  {server}")
     sync_rows, async_rows = steady(results["sync"]), steady(results["async"])
     ratio = mean(sync_rows, "step_s") / mean(async_rows, "step_s")
-    total_ratio = sum(s["step_s"] for s in results["sync"]["steps"]) / sum(
-        s["step_s"] for s in results["async"]["steps"]
+    total_ratio = (sum(s["step_s"] for s in results["sync"]["steps"]) / results["sync"]["runs"]) / (
+        sum(s["step_s"] for s in results["async"]["steps"]) / results["async"]["runs"]
     )
     hist: dict[str, float] = {}
     for s in results["async"]["steps"]:
