@@ -23,6 +23,11 @@
 
 A quick smoke (``--steps N`` with N < ``LEARNING_MIN_STEPS``) checks what N steps can show (every step ran, one weight
 sync per step, rollout staleness) and says that the learning check needs more steps instead of failing it.
+
+``--async`` runs the remote-backend trainer's async mode (``remote_backend.async_rollout.enable=true``, verl's
+token-level rollout importance sampling): the sampler generates the next batch while the current one trains. Its
+checks: every trajectory's staleness is within ``--max-staleness``, the sampler ends at policy version = steps,
+and the same reward rise; it prints the staleness histogram.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 REWARD = "critic/score/mean"
 LEARNING_MARGIN = 0.3
@@ -55,6 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds before the run is killed")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", action="store_true", help="stream main_ppo's output")
+    parser.add_argument(
+        "--async",
+        dest="async_mode",
+        action="store_true",
+        help="async remote backend: sample step k+1 while step k trains (one-step off-policy)",
+    )
+    parser.add_argument("--max-staleness", type=int, default=1, help="--async: staleness bound (policy versions)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for main_ppo (key=value)")
 
 
@@ -109,7 +122,18 @@ def main_ppo_command(out: Path, model: Path, train: Path, val: Path, args) -> li
         f"remote_backend.arctic.backend.log_file={out / 'arctic_server.log'}",
         f"remote_backend.arctic.seed={args.seed}",
     ]
+    if getattr(args, "async_mode", False):
+        overrides += async_overrides(getattr(args, "max_staleness", 1))
     return [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, *args.overrides]
+
+
+def async_overrides(max_staleness: int = 1) -> list[str]:
+    """The trainer's async mode, with verl's token-level truncated importance sampling as off-policy correction."""
+    return [
+        "remote_backend.async_rollout.enable=true",
+        f"remote_backend.async_rollout.max_staleness={max_staleness}",
+        "algorithm.rollout_correction.rollout_is=token",
+    ]
 
 
 def read_steps(path: Path) -> dict[int, dict]:
@@ -153,12 +177,29 @@ def policy_version(m: dict):
     return int(v) if v is not None else "?"
 
 
-def check_run(steps: dict[int, dict], n_steps: int) -> list[str]:
-    """Problems with a finished run: missing steps, or rollout tags that differ from the producing version."""
+def check_run(steps: dict[int, dict], n_steps: int, max_staleness: Optional[int] = None) -> list[str]:
+    """Problems with a finished run: missing steps, or rollout tags that differ from the producing version.
+
+    Sync (``max_staleness`` None): step s trains on rollouts of exactly version s - 1. Async: every trajectory's
+    staleness (the trained version s - 1 minus its generating version) is in [0, max_staleness].
+    """
     problems = []
     missing = [s for s in range(1, n_steps + 1) if s not in steps]
     if missing:
         problems.append(f"missing steps {missing}")
+    if max_staleness is not None:
+        for s, m in sorted(steps.items()):
+            if s < 1:
+                continue
+            lo = m.get("training/off_policy/trajectory_staleness/min", float("nan"))
+            hi = m.get("training/off_policy/trajectory_staleness_worst/max", float("nan"))
+            version = m.get("actor/policy_version")
+            if not (0 <= lo and hi <= max_staleness) or version is None or int(version) != s - 1:
+                problems.append(
+                    f"step {s}: trajectory staleness in [{lo}, {hi}] (bound {max_staleness}) with the trainer at "
+                    f"policy version {version} (expected {s - 1})"
+                )
+        return problems
     for s, m in sorted(steps.items()):
         # sync training: step s samples with the weights synced after step s-1, i.e. policy version s-1
         tagged_max = s - 1 - m.get("training/off_policy/trajectory_staleness/min", float("nan"))
@@ -170,6 +211,18 @@ def check_run(steps: dict[int, dict], n_steps: int) -> list[str]:
                 f"{version} (expected {s - 1})"
             )
     return problems
+
+
+def staleness_histogram(steps: dict[int, dict]) -> dict[int, int]:
+    """Trajectories per staleness over the whole run (from the trainer's per-step histogram metrics)."""
+    hist: dict[int, int] = {}
+    prefix = "training/off_policy/staleness_hist/"
+    for m in steps.values():
+        for key, value in m.items():
+            if key.startswith(prefix):
+                k = int(key[len(prefix) :])
+                hist[k] = hist.get(k, 0) + int(round(value))
+    return dict(sorted(hist.items()))
 
 
 def write_outputs(out: Path, steps: dict[int, dict]) -> None:
@@ -271,7 +324,8 @@ def run(args) -> int:
             f"{tail}smoke: FAILED: main_ppo exited with {proc.returncode} (log {out / 'main_ppo.log'})", file=sys.stderr
         )
         return 1
-    problems = check_run(steps, args.steps)
+    async_mode = bool(getattr(args, "async_mode", False))
+    problems = check_run(steps, args.steps, getattr(args, "max_staleness", 1) if async_mode else None)
     final_version = final_policy_version(out / "arctic_server.log")
     if str(final_version) != str(args.steps):
         problems.append(
@@ -294,6 +348,11 @@ def run(args) -> int:
     elif not (last - first >= LEARNING_MARGIN):
         problems.append(f"reward rose by {last - first:.3f} (< {LEARNING_MARGIN}): the model did not learn")
     print(f"smoke: per-step mean (steps 2..{max(steps) if steps else 0}): {breakdown(steps)}", flush=True)
+    if async_mode:
+        hist = staleness_histogram(steps)
+        print(f"smoke: staleness histogram (trajectories per staleness): {hist}", flush=True)
+        if not hist:
+            problems.append("async run logged no staleness histogram (training/off_policy/staleness_hist/*)")
     for p in problems:
         print(f"smoke: FAILED: {p}", file=sys.stderr)
     return 1 if problems else 0

@@ -196,10 +196,14 @@ def _locked(job: Job, fn, timeout: float, *more: Job):
             if j.status != JobStatus.RUNNING or j.engine is None:
                 raise RequestError(f"job {j.job_id} is {j.status}" + (f": {j.reason}" if j.reason else ""), 409)
         t0 = time.perf_counter()
+        if job.meter is not None:
+            job.meter.enter(job.job_type)
         try:
             return fn()
         finally:
             job.compute_s += time.perf_counter() - t0
+            if job.meter is not None:
+                job.meter.exit(job.job_type)
     finally:
         for j in reversed(held):
             j.lock.release()
@@ -445,7 +449,11 @@ def create_app(settings: ServerSettings) -> Any:
             "sampling_gpus": limits.sampling_gpus,
             "log_prob_gpus": limits.log_prob_gpus,
             "jobs": {str(j.job_id): j.info() for j in registry.all()},
-            "server": {"uptime_s": time.time() - started_at, "default_model": limits.default_model},
+            "server": {
+                "uptime_s": time.time() - started_at,
+                "default_model": limits.default_model,
+                "busy": registry.meter.snapshot(),
+            },
         }
 
     @app.get("/job/{job_id}")
@@ -606,7 +614,11 @@ def create_app(settings: ServerSettings) -> Any:
                 raise RequestError("no sampling job to sync to (pass target_sub_job_ids)", 409)
             targets = [registry.require(samp.job_id, "sampling")]
 
+        requested = time.perf_counter()
+        waited: list[float] = []
+
         def do():
+            waited.append(time.perf_counter() - requested)  # drain: the generate batch in flight finished first
             version = None
             for t in targets:
                 t.engine.load_weights_from(train.engine.model)
@@ -626,6 +638,14 @@ def create_app(settings: ServerSettings) -> Any:
             train.job_id,
             [t.job_id for t in targets],
             version,
+        )
+        busy = registry.meter.snapshot()
+        events.info(
+            "busy: %s any %.2fs overlap %.2fs (weight-sync waited %.3fs for in-flight work)",
+            " ".join(f"{k} {busy[k + '_s']:.2f}s" for k in ("training", "sampling", "log_prob")),
+            busy["any_s"],
+            busy["overlap_s"],
+            waited[0] if waited else 0.0,
         )
         return {
             "job_id": train.job_id,

@@ -128,3 +128,100 @@ def test_validation_checkpoint_and_resume(tmp_path):
     assert steps[3]["training/off_policy/trajectory_staleness_worst/max"] == 0
     server_log = (out / "arctic_server.log").read_text()
     assert "load-checkpoint: training job" in server_log and "(global_step 2)" in server_log
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# async remote backend (remote_backend.async_rollout.enable=true): one-step off-policy
+# ---------------------------------------------------------------------------------------------------------------
+
+HIST = "training/off_policy/staleness_hist/"
+
+
+@pytest.mark.slow
+def test_full_async_smoke_learns(tmp_path):
+    out = tmp_path / "smoke_async"
+    r = _smoke(out, "--async")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = _metrics(out)
+    n = len(rows)
+    rewards = [row["reward_mean"] for row in rows]
+    assert sum(rewards[-5:]) / 5 - sum(rewards[:5]) / 5 >= 0.3
+    assert "smoke: staleness histogram" in r.stdout and f"policy_version {n}," in r.stdout
+
+
+def test_short_async_smoke_staleness_versions_and_overlap(tmp_path):
+    out = tmp_path / "smoke_async4"
+    r = _smoke(out, "--async", "--steps", "4", "--no-learning-check")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = _metrics(out)
+    assert [row["step"] for row in rows] == [1, 2, 3, 4]
+    for row in rows:
+        m = row["metrics"]
+        assert row["policy_version"] == row["step"] - 1  # the trainer's policy when it trains step s
+        assert 0 <= m["training/off_policy/trajectory_staleness/min"]
+        assert m["training/off_policy/trajectory_staleness_worst/max"] <= 1  # the bound (max_staleness=1)
+        hist = {int(k[len(HIST) :]): v for k, v in m.items() if k.startswith(HIST)}
+        assert set(hist) <= {0, 1} and sum(hist.values()) == 64  # 8 prompts x 8 samples per step
+        assert "rollout_corr/rollout_is_mean" in m  # verl's off-policy correction weighs the loss
+    # step 1 trains on the initial policy's rollouts; from step 2 on the prefetched batch is one version old
+    assert rows[0]["metrics"][HIST + "0"] == 64 and rows[1]["metrics"].get(HIST + "1", 0) > 0
+    assert "policy_version 4," in r.stdout  # the sampler's final version = the step count
+    log = (out / "arctic_server.log").read_text()
+    busy = [line for line in log.splitlines() if "busy: training " in line]
+    assert len(busy) >= 5  # one line per weight sync (init + 4 steps)
+
+
+def test_async_agent_loop_error_reaches_the_final_error(tmp_path):
+    out = tmp_path / "smoke_async_fail"
+    r = _smoke(
+        out, "--async", "--steps", "1", "--no-learning-check", "actor_rollout_ref.rollout.top_p=1.5", timeout=600
+    )
+    assert r.returncode != 0
+    log = (out / "main_ppo.log").read_text()
+    final = [line for line in log.splitlines() if line.startswith("RuntimeError: Async replay buffer")]
+    assert final, log[-3000:]
+    assert "First agent-loop error: ArcticRLError" in final[-1] and "top_p" in final[-1]
+
+
+def test_async_validation_checkpoint_and_resume_with_queued_batches(tmp_path):
+    """Async save at step 2 also saves verl's TransferQueue state (the batch of step 3 is generating then); resuming
+    from it restores those prompt groups (finished ones kept, in-flight ones re-issued) and the sampler's policy
+    version; validation (test_freq) runs in async mode."""
+    import argparse
+
+    from arctic_platform import fixtures, smoke
+    from arctic_platform.integrations.verl.examples import digit_task
+
+    out = tmp_path / "resume_async"
+    out.mkdir()
+    model = fixtures.make_tiny_model(out / "model", seed=0)
+    train, val = digit_task.write_dataset(out / "data", n_val=4)
+
+    def run(tag: str, steps: int, *extra: str):
+        args = argparse.Namespace(
+            batch=4, n=4, lr=5e-3, poll_interval=0.1, num_cpus=8, seed=0, steps=steps, async_mode=True,
+            max_staleness=1, overrides=["trainer.save_freq=2", *extra],
+        )  # fmt: skip
+        metrics = out / f"metrics-{tag}.jsonl"
+        env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics), "HYDRA_FULL_ERROR": "1"}
+        r = subprocess.run(
+            smoke.main_ppo_command(out, model, train, val, args),
+            capture_output=True, text=True, timeout=900, env=env, cwd=out,
+        )  # fmt: skip
+        assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+        return smoke.read_steps(metrics), r.stdout + r.stderr
+
+    steps, _ = run("first", 3, "trainer.test_freq=2")
+    assert any(k.startswith("val-core/") for k in steps[2])
+    assert all(steps[s]["training/off_policy/trajectory_staleness_worst/max"] <= 1 for s in (1, 2, 3))
+    ckpt = out / "checkpoints" / "global_step_2"
+    assert (ckpt / "data.pt").exists() and (ckpt / "transfer_queue").exists()
+
+    steps, log = run("resumed", 3, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={ckpt}")
+    assert "Resuming from" in log and "global_step_2" in log
+    assert "Restored 4 training prompt groups from TransferQueue" in log  # step 3's queued batch
+    assert "Skipping async warmup: 4 restored prompt groups" in log
+    assert sorted(steps) == [3]
+    assert steps[3]["actor/policy_version"] == 2  # on_init_end synced the resumed weights as version 2
+    assert 0 <= steps[3]["training/off_policy/trajectory_staleness/min"]
+    assert steps[3]["training/off_policy/trajectory_staleness_worst/max"] <= 1

@@ -26,6 +26,10 @@ API of upstream verl PR #7102, with arctic-verl's fixes (see ``docs/architecture
 * A rollout parallel size that yields zero replicas fails at start-up naming the settings.
 * The backend is destroyed when ``__init__``, ``init()`` or ``fit()`` fails, not only after ``fit()``.
 * Throughput metrics are normalised by the backend's GPU count (optional ``num_gpus()``), not the forwarder count.
+
+``remote_backend.async_rollout.enable=true`` selects the async (one-step off-policy) mode, where the backend samples
+the next step's batch while the current one trains; see :mod:`verl.trainer.ppo.v1.remote_backend_async`. The
+default is the sync loop, unchanged.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import asyncio
 import inspect
 import logging
 import os
+import time
 from typing import Any, Optional
 
 import ray
@@ -41,8 +46,15 @@ from omegaconf import DictConfig, open_dict
 
 from verl.remote_backend import RemoteBackend, RemoteBackendRegistry
 from verl.trainer.ppo.utils import Role, need_critic
+from verl.trainer.ppo.v1.remote_backend_async import (
+    ASYNC_TRAINER_MODE,
+    AsyncRolloutOptions,
+    StalenessBoundReplayBuffer,
+    async_rollout_options,
+)
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.utils.debug import marked_timer
 from verl.utils.import_utils import import_external_libs
 
 logger = logging.getLogger(__name__)
@@ -127,9 +139,20 @@ class PPOTrainerRemoteBackend(PPOTrainerSync):
         import_external_libs(config.actor_rollout_ref.rollout.checkpoint_engine.get("custom_backend_module", None))
         import_external_libs((config.get("remote_backend", None) or {}).get("custom_backend_module", None))
 
-        # 3. the loop itself is the stock sync one (sync ReplayBuffer, v1.sync options).
+        # 3. the loop itself is the stock sync one (sync ReplayBuffer, v1.sync options), unless async mode is on:
+        # then a non-sync mode (async replay buffer, TransferQueue checkpointing) with verl's staleness threshold.
+        self._async: Optional[AsyncRolloutOptions] = async_rollout_options(config)
         with open_dict(config.trainer.v1):
-            config.trainer.v1.trainer_mode = "sync"
+            config.trainer.v1.trainer_mode = ASYNC_TRAINER_MODE if self._async else "sync"
+        if self._async:
+            with open_dict(config.trainer.v1.sampler):
+                config.trainer.v1.sampler.max_off_policy_threshold = self._async.max_off_policy_threshold
+            if not (config.algorithm.get("rollout_correction", None) or {}).get("rollout_is"):
+                logger.warning(
+                    "remote_backend.async_rollout: trajectories are up to "
+                    f"{self._async.max_staleness} policy version(s) old and algorithm.rollout_correction.rollout_is "
+                    "is null, so the loss has no importance-sampling correction; consider rollout_is=token"
+                )
 
         # Bad configurations fail here, before a backend (and its GPUs) exists.
         validate_remote_backend_config(config)
@@ -183,6 +206,72 @@ class PPOTrainerRemoteBackend(PPOTrainerSync):
                 "the backend owns its own parallelism"
             )
 
+    def _build_replay_buffer(self):
+        if not self._async:
+            return super()._build_replay_buffer()
+        sampler = self.config.trainer.v1.sampler
+        return StalenessBoundReplayBuffer(
+            trainer_mode=self.trainer_mode,
+            trainer_config=self.config.trainer.v1.get(self.trainer_mode, {}),
+            max_off_policy_threshold=self._async.max_off_policy_threshold,
+            max_off_policy_strategy=sampler.max_off_policy_strategy,
+            sampler_kwargs=sampler.sampler_kwargs,
+            refill_fn=self._add_prompts_to_generate,
+            filter_groups_metric=self._resolve_filter_groups_metric(),
+            sync_refill_failed_groups=bool(sampler.get("sync_refill_failed_groups", False)),
+            poll_interval=float(sampler.get("poll_interval", 2.0)),
+            max_staleness=self._async.max_staleness,
+        )
+
+    # ------------------------------------------------------------------ async mode (PPOTrainer hooks)
+
+    def on_train_begin(self):
+        super().on_train_begin()
+        if self._async:
+            # the prefetch window; restored TransferQueue prompts (resume) count towards it
+            remaining = self.total_training_steps - self.global_steps + 1
+            self._add_async_warmup_batches(min(self._async.prefetch_batches, max(0, remaining)))
+
+    def prepare_step(self) -> dict:
+        # async: the batch submitted at step k is trained at step k + prefetch; none is submitted for steps past
+        # the end, so the last steps do not generate batches that would only be drained and thrown away
+        if self._async and self.global_steps + self._async.prefetch_batches > self.total_training_steps:
+            return {}
+        return super().prepare_step()
+
+    def on_sample_end(self):
+        if not self._async:
+            return super().on_sample_end()
+        # async: the sampler keeps generating the next batch while this one trains (no sleep_replicas)
+        if self.curr_step_profile:
+            self._stop_rollout_profiling()
+
+    def on_step_end(self):
+        # both modes: the trained weights become policy version `global_steps`; the backend applies them between
+        # generate requests (a sequence is never generated by two versions) and tags each result with its version
+        with marked_timer("update_weights", self.timing_raw, color="red"):
+            self.checkpoint_manager.update_weights(self.global_steps)
+
+    def _drain_rollouts(self) -> int:
+        """Wait (bounded) until no training prompt is still generating; returns how many were left in flight."""
+        import transfer_queue as tq
+
+        def inflight() -> int:
+            items = (tq.kv_list("train") or {}).get("train", {})
+            return sum(
+                1 for t in items.values() if t.get("is_prompt", False) and t.get("status") in ("pending", "running")
+            )
+
+        first = left = inflight()
+        deadline = time.monotonic() + self._async.drain_timeout_s
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = inflight()
+        if first:
+            tail = f"; {left} still generating after {self._async.drain_timeout_s:g}s" if left else ""
+            logger.info(f"async remote backend: drained {first - left} in-flight prompt group(s) at shutdown{tail}")
+        return left
+
     def _get_n_gpus_for_throughput(self) -> int:
         num_gpus = getattr(self._backend, "num_gpus", None)
         if callable(num_gpus):
@@ -205,7 +294,10 @@ class PPOTrainerRemoteBackend(PPOTrainerSync):
 
     def fit(self, agent_loop_manager):
         try:
-            return super().fit(agent_loop_manager)
+            result = super().fit(agent_loop_manager)
+            if self._async:  # clean shutdown: no generate request is cut off by the backend's teardown
+                self._drain_rollouts()
+            return result
         finally:
             self._destroy_backend()
 
