@@ -73,7 +73,7 @@ def run_engines(model_dir: str, devices: dict[str, str], dtype: str, other_devic
     out["logprobs_after_step"] = trainer.forward(batch, meta)["batch"]["logprobs"][:, P - 1 : P + R - 1][valid]
     sampler = E.SamplingEngine(settings(devices["sampling"]), max_batch_rows=8)
     sampler.load_weights_from(trainer.model)  # weight sync, across devices when placed apart
-    out["sync_weight_norm_diff"] = torch.tensor(abs(sampler.weight_norm()[0] - trainer.weight_norm()[0]))
+    out["sync_weight_norm_diff"] = torch.tensor(abs(E.weight_norm(sampler.model)[0] - E.weight_norm(trainer.model)[0]))
     synced = E.ForwardEngine(settings(other_device))
     synced.load_weights_from(sampler.model)
     out["synced_logprobs"] = synced.forward(batch, meta)["batch"]["logprobs"][:, P - 1 : P + R - 1][valid]
