@@ -183,6 +183,8 @@ def frame_body_reader(settings: ServerSettings):
             raise RequestError("the frame must hold a dict {batch, meta, processing}", 422)
         return tree
 
+    return _frame_body
+
 
 def _frame(obj: Any) -> Response:
     return Response(content=wire.encode(obj), media_type=OCTET)
