@@ -16,9 +16,10 @@
 
 | File | Role |
 |---|---|
-| ``app.py`` | ``create_app(ServerSettings)``: endpoints, token / body-size guard, generate batcher |
+| ``app.py`` | ``create_app(ServerSettings)``: assembles the app from ``routes/`` (jobs, training, sampling, admin) |
+| ``routes/`` | endpoints by concern; ``_common.py``: body readers, replies, error mapping, token / body-size guard |
 | ``jobs.py`` | job registry: PENDING -> RUNNING -> FAILED / TERMINATED, validation, transactional build |
-| ``engines.py`` | training (loss + AdamW + checkpoints), sampling (KV-cache decode) and forward-only engines |
+| ``engines.py`` | re-exports the ``training`` / ``sampling`` / ``logprob`` ``_engine.py`` modules and their parts |
 | ``loss.py`` | verl-semantics policy loss, aggregation modes and KL estimators |
 | ``__main__.py`` | ``python -m arctic_platform.server`` = ``arctic-verl server`` |
 

@@ -1,0 +1,44 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""Forward-only engine (job ``log_prob``): reference log-probs with the initial weights."""
+
+from __future__ import annotations
+
+from .errors import RequestError
+from .model_engine import EngineSettings, _copy_weights, _ModelEngine
+
+
+class ForwardEngine(_ModelEngine):
+    """Forward-only engine (job ``log_prob``): reference log-probs with the initial weights."""
+
+    kind = "log_prob"
+
+    def __init__(self, settings: EngineSettings):
+        super().__init__(settings, train=False)
+        self._tokenizer = None
+
+    def tokenizer(self):
+        """The model folder's tokenizer (``/log-probs`` with text prompts)."""
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            try:
+                self._tokenizer = AutoTokenizer.from_pretrained(self.settings.model_path)
+            except Exception as e:  # noqa: BLE001
+                raise RequestError(f"the model folder has no usable tokenizer for text prompts ({e})", 422) from None
+        return self._tokenizer
+
+    def load_weights_from(self, source_model) -> None:
+        _copy_weights(source_model, self.model)

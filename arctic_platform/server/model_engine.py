@@ -1,0 +1,283 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""What every engine shares: model loading, the forward pass, log-probs, sleep / wake and weight copies.
+
+Log-prob conventions (all paths, docs/arctic-rl-protocol.md §6): logits are divided by the temperature given
+(``temperature <= 0`` means 1.0, as greedy sampling reports log-probs at T = 1);
+``logprobs[:, i] = log P(input_ids[:, i + 1])`` on real tokens, 0 elsewhere (the last column, padding, and the slot
+before the first real token).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .batch import _check_processing, parse_dense_batch, position_ids_from_mask
+from .errors import RequestError
+
+
+@dataclass
+class EngineSettings:
+    """What every engine needs to load its model."""
+
+    model_path: str
+    device: str = "cpu"
+    dtype: str = "float32"
+    max_seq_len: int = 8192
+    attn_implementation: str = "sdpa"
+    seed: int = 42
+
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    if name not in _DTYPES:
+        raise RequestError(f"dtype {name!r} is not one of {sorted(_DTYPES)}", 400)
+    return _DTYPES[name]
+
+
+_LOAD_LOCK = threading.Lock()
+
+
+def load_model(s: EngineSettings, *, train: bool):
+    """Load ``s.model_path`` as a causal LM on ``s.device`` in ``s.dtype``.
+
+    Loads are serialised: ``from_pretrained`` initialises on the meta device through process-global patches, so two
+    jobs building in parallel threads would corrupt each other.
+    """
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    transformers.utils.logging.disable_progress_bar()
+    with _LOAD_LOCK:
+        model = AutoModelForCausalLM.from_pretrained(
+            s.model_path, dtype=resolve_dtype(s.dtype), attn_implementation=s.attn_implementation
+        )
+    model.to(s.device)
+    model.train(train)
+    if not train:
+        model.requires_grad_(False)
+    return model
+
+
+def _param_items(model) -> list[tuple[str, torch.nn.Parameter]]:
+    """Named parameters, each tensor once (tied embeddings are listed under their first name)."""
+    return list(model.named_parameters())
+
+
+def weight_norm(model) -> tuple[float, int]:
+    """sqrt(Σ p²) in float64 over unique parameters, and their element count."""
+    total = torch.zeros((), dtype=torch.float64)
+    n = 0
+    with torch.no_grad():
+        for _, p in _param_items(model):
+            total += p.detach().to("cpu", torch.float64).square().sum()
+            n += p.numel()
+    return math.sqrt(total.item()), n
+
+
+def _temperature(t: Any) -> float:
+    if t is None:
+        return 1.0
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+        raise RequestError(f"meta.temperature must be a finite number, got {t!r}")
+    if t < 0:
+        raise RequestError(f"meta.temperature must be >= 0, got {t}")
+    return 1.0 if t == 0 else float(t)
+
+
+def token_logprobs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """log_softmax(logits)[label] for ``logits [..., V]`` (float32)."""
+    return torch.log_softmax(logits, dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """H = logsumexp(z) - Σ softmax(z)·z (verl's formula)."""
+    pd = torch.softmax(logits, dim=-1)
+    return torch.logsumexp(logits, dim=-1) - torch.sum(pd * logits, dim=-1)
+
+
+def model_logits(model, input_ids, attention_mask, position_ids, temperature: float) -> torch.Tensor:
+    """float32 logits / temperature, ``[B, L, V]``."""
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+    logits = out.logits.float()
+    return logits / temperature if temperature != 1.0 else logits
+
+
+class _ModelEngine:
+    kind = "base"
+
+    def __init__(self, settings: EngineSettings, *, train: bool):
+        self.settings = settings
+        self.model = load_model(settings, train=train)
+        self.vocab_size = int(self.model.get_input_embeddings().weight.shape[0])
+        self.device = torch.device(settings.device)
+
+    def close(self) -> None:
+        self.model = None
+
+    def _to(self, t: torch.Tensor) -> torch.Tensor:
+        return t.to(self.device, non_blocking=False)
+
+    def forward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
+        """Predict-next log-probs ``[B, L]`` (and entropy) at ``meta.temperature``; see the module docstring."""
+        meta = meta or {}
+        _check_processing(processing, forward_only=True)
+        temperature = _temperature(meta.get("temperature"))
+        want_entropy = bool(meta.get("calculate_entropy", False))
+        db = parse_dense_batch(
+            batch, meta, vocab_size=self.vocab_size, max_seq_len=self.settings.max_seq_len, need_response=False
+        )
+        mbs = meta.get("micro_batch_size") or len(db.input_ids)
+        lps, ents = [], []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                for s in range(0, len(db.input_ids), int(mbs)):
+                    sl = slice(s, s + int(mbs))
+                    ids, mask = self._to(db.input_ids[sl]), self._to(db.attention_mask[sl])
+                    logits = model_logits(self.model, ids, mask, self._to(db.position_ids[sl]), temperature)
+                    labels = torch.roll(ids, shifts=-1, dims=1)
+                    valid = (mask.bool() & torch.roll(mask.bool(), shifts=-1, dims=1)).clone()
+                    valid[:, -1] = False
+                    lp = torch.where(valid, token_logprobs(logits, labels), 0.0)
+                    lps.append(lp.cpu())
+                    if want_entropy:
+                        ents.append(torch.where(valid, entropy_from_logits(logits), 0.0).cpu())
+        finally:
+            self.model.train(was_training)
+        out = {"logprobs": torch.cat(lps).float()}
+        if want_entropy:
+            out["entropy"] = torch.cat(ents).float()
+        return {"batch": out, "metrics": {}}
+
+    # ---- sleep / wake of a model engine (/sleep-training, /wake-training, /sleep-log-prob, /wake-log-prob) ----
+    asleep = False
+
+    def offload(self, mode: str = "all") -> dict:
+        """Move the weights (and optimizer state) to CPU. On a CPU engine nothing moves; the state is recorded."""
+        if self.device.type == "cuda":
+            self.model.to("cpu")
+            opt = getattr(self, "optimizer", None)
+            if opt is not None and mode != "lp_params":
+                _optimizer_to(opt, torch.device("cpu"))
+            torch.cuda.empty_cache()
+        self.asleep = True
+        return {"offloaded": True, "mode": mode, "device": str(self.device)}
+
+    def reload(self) -> dict:
+        if self.device.type == "cuda":
+            self.model.to(self.device)
+            opt = getattr(self, "optimizer", None)
+            if opt is not None:
+                _optimizer_to(opt, self.device)
+        self.asleep = False
+        return {"reloaded": True, "device": str(self.device)}
+
+    def empty_cache(self) -> dict:
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return {"emptied": True, "device": str(self.device)}
+
+    def require_awake(self) -> None:
+        if self.asleep:
+            raise RequestError(f"the {self.kind} engine is offloaded (sleeping); wake it first", 409)
+
+    def log_probs_text(self, tokenizer, prompts: list, completions: list | None, top_k: int = 1) -> list[dict]:
+        """``/log-probs``: log-probs (T = 1) of every token of prompt + completion given the tokens before it, in the
+        reference's vLLM result shape (``prompt_logprobs``: per position ``{str(id): {logprob, rank}}`` holding the
+        actual token and the ``top_k`` best; position 0 is None), plus one greedy token as vLLM's ``max_tokens=1``."""
+        rows: list[list[int]] = []
+        plens: list[int] = []
+        for i, p in enumerate(prompts):
+            c = completions[i] if completions is not None else None
+            pid = list(tokenizer.encode(p, add_special_tokens=False)) if isinstance(p, str) else list(p)
+            cid = (
+                []
+                if c is None
+                else (list(tokenizer.encode(c, add_special_tokens=False)) if isinstance(c, str) else list(c))
+            )
+            ids = pid + cid
+            if len(ids) < 2:
+                raise RequestError(f"prompts[{i}] (+ completion) has fewer than 2 tokens; nothing to score", 422)
+            if len(ids) > self.settings.max_seq_len:
+                raise RequestError(
+                    f"row {i} has {len(ids)} tokens, more than max_seq_len {self.settings.max_seq_len}", 400
+                )
+            if min(ids) < 0 or max(ids) >= self.vocab_size:
+                raise RequestError(f"row {i} holds token ids outside [0, {self.vocab_size})", 422)
+            rows.append(ids)
+            plens.append(len(pid))
+        out = []
+        with torch.inference_mode():
+            for ids, pl in zip(rows, plens, strict=True):
+                t = self._to(torch.tensor([ids], dtype=torch.long))
+                logits = model_logits(
+                    self.model, t, torch.ones_like(t), position_ids_from_mask(torch.ones_like(t)), 1.0
+                )
+                logp = torch.log_softmax(logits[0, :-1].float(), dim=-1).cpu()
+                plps: list[dict | None] = [None]  # vLLM's prompt_logprobs: nothing predicts the first token
+                for pos, tok in enumerate(ids[1:]):
+                    row = logp[pos]
+                    entry: dict[str, dict] = {}
+                    if top_k > 0:
+                        v, ix = torch.topk(row, min(top_k, row.numel()))
+                        for rank, (a, b) in enumerate(zip(ix.tolist(), v.tolist(), strict=True), start=1):
+                            entry[str(a)] = {"logprob": float(b), "rank": rank}
+                    if str(tok) not in entry:
+                        entry[str(tok)] = {"logprob": float(row[tok]), "rank": int((row > row[tok]).sum()) + 1}
+                    plps.append(entry)
+                nxt = int(logits[0, -1].argmax())  # as the reference's vLLM path: one greedy token (max_tokens=1, T=0)
+                out.append(
+                    {
+                        "text": tokenizer.decode([nxt]),
+                        "token_ids": [nxt],
+                        "finish_reason": "length",
+                        "prompt_len": len(ids),
+                        "generation_len": 1,
+                        "prefix_cache_len": 0,
+                        "prompt_token_ids": ids,  # extension: the scored ids (prompt + completion)
+                        "completion_start": pl,  # extension: index of the first completion token
+                        "prompt_logprobs": plps,
+                    }
+                )
+        return out
+
+
+def _optimizer_to(opt, device) -> None:
+    for st in opt.state.values():
+        for k, v in st.items():
+            if isinstance(v, torch.Tensor) and k != "step":
+                st[k] = v.to(device)
+
+
+def _copy_weights(src, dst) -> None:
+    dst_params = dict(dst.named_parameters())
+    src_items = _param_items(src)
+    if set(n for n, _ in src_items) != set(dst_params):
+        raise RequestError("source and target models have different parameter names; cannot sync weights", 409)
+    with torch.no_grad():
+        for name, p in src_items:
+            q = dst_params[name]
+            if q.shape != p.shape:
+                raise RequestError(f"weight {name}: shape {list(p.shape)} != target {list(q.shape)}", 409)
+            q.copy_(p.detach().to(q.device, q.dtype))

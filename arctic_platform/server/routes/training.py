@@ -1,0 +1,158 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""Training routes (job ``training``; /forward also ``log_prob``): /forward-backward, /forward, /step, /save,
+/load-checkpoint, /sleep-training, /wake-training, /sleep-log-prob, /wake-log-prob, /empty-training-cache.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+
+from ...protocol import SLEEP_TRAINING_MODES, LoadCheckpointRequest, SaveRequest, SleepTrainingRequest, StepRequest
+from ..errors import RequestError
+from ..jobs import Job
+from ._common import AppContext, _frame, _json_body, _locked, _model, _thread, events, frame_body_reader
+
+
+def register(app: FastAPI, ctx: AppContext) -> None:
+    """Add the training routes (and the training / log_prob sleep and wake) to ``app``."""
+    registry, timeout = ctx.registry, ctx.timeout
+    _frame_body = frame_body_reader(ctx.settings)
+
+    # ---- training ----
+    @app.post("/forward-backward")
+    async def forward_backward(request: Request, job_id: int | None = None):
+        job = registry.require(job_id, "training")
+        tree = await _frame_body(request)
+        out = await _thread(
+            _locked,
+            job,
+            lambda: (
+                job.engine.require_awake()
+                or job.engine.forward_backward(tree.get("batch"), tree.get("meta") or {}, tree.get("processing"))
+            ),
+            timeout,
+        )
+        return _frame({"job_id": job.job_id, **out})
+
+    @app.post("/forward")
+    async def forward(request: Request, job_id: int | None = None):
+        job = registry.require(job_id, "training", "log_prob")
+        tree = await _frame_body(request)
+        out = await _thread(
+            _locked,
+            job,
+            lambda: (
+                job.engine.require_awake()
+                or job.engine.forward(tree.get("batch"), tree.get("meta") or {}, tree.get("processing"))
+            ),
+            timeout,
+        )
+        return _frame({"job_id": job.job_id, "avg_loss": None, **out})
+
+    @app.post("/step")
+    async def step(request: Request, job_id: int | None = None):
+        job = registry.require(job_id, "training")
+        req = _model(StepRequest, await _json_body(request))
+        out = await _thread(
+            _locked, job, lambda: job.engine.require_awake() or job.engine.step(req.learning_rate), timeout
+        )
+        return {"job_id": job.job_id, "batch": {}, **out}
+
+    @app.post("/save")
+    async def save(request: Request, job_id: int | None = None):
+        job = registry.require(job_id, "training")
+        req = _model(SaveRequest, await _json_body(request))
+        root = Path(req.path).expanduser() if req.path else job.checkpoint_root
+        out = await _thread(
+            _locked, job, lambda: job.engine.save(root, req.step, req.save_total_limit, req.export_hf), timeout
+        )
+        events.info("save: training job %s -> %s (global_step %s)", job.job_id, out.get("path"), out.get("global_step"))
+        return {"job_id": job.job_id, **out}
+
+    @app.post("/load-checkpoint")
+    async def load_checkpoint(request: Request, job_id: int | None = None):
+        job = registry.require(job_id, "training")
+        req = _model(LoadCheckpointRequest, await _json_body(request))
+        target = _resolve_checkpoint(job, req.path, req.step)
+        out = await _thread(_locked, job, lambda: job.engine.load(target), timeout)
+        events.info(
+            "load-checkpoint: training job %s <- %s (global_step %s)",
+            job.job_id,
+            out.get("path"),
+            out.get("global_step"),
+        )
+        return {"job_id": job.job_id, **out}
+
+    # ---- training / log_prob memory: offload ("sleep") and reload ("wake") the torch engines ----
+    async def _offload(job_id: int | None, job_type: str, mode: str) -> dict:
+        job = registry.require(job_id, job_type)
+        out = await _thread(_locked, job, lambda: job.engine.offload(mode), timeout)
+        events.info("sleep: %s job %s offloaded (mode %s)", job_type, job.job_id, mode)
+        return {"job_id": job.job_id, "workers": [out]}
+
+    async def _reload(job_id: int | None, job_type: str) -> dict:
+        job = registry.require(job_id, job_type)
+        out = await _thread(_locked, job, lambda: job.engine.reload(), timeout)
+        return {"job_id": job.job_id, "workers": [out]}
+
+    @app.post("/sleep-training")
+    async def sleep_training(request: Request, job_id: int | None = None, mode: str = "all"):
+        body = await _json_body(request)
+        if isinstance(body, dict) and body.get("mode") is not None:
+            mode = _model(SleepTrainingRequest, body).mode
+        if mode not in SLEEP_TRAINING_MODES:
+            raise RequestError(f"mode {mode!r} is not one of {list(SLEEP_TRAINING_MODES)}", 422)
+        return await _offload(job_id, "training", mode)
+
+    @app.post("/wake-training")
+    async def wake_training(request: Request, job_id: int | None = None):
+        await _json_body(request)
+        return await _reload(job_id, "training")
+
+    @app.post("/sleep-log-prob")
+    async def sleep_log_prob(request: Request, job_id: int | None = None):
+        await _json_body(request)
+        return await _offload(job_id, "log_prob", "all")
+
+    @app.post("/wake-log-prob")
+    async def wake_log_prob(request: Request, job_id: int | None = None):
+        await _json_body(request)
+        return await _reload(job_id, "log_prob")
+
+    @app.post("/empty-training-cache")
+    async def empty_training_cache(request: Request, job_id: int | None = None):
+        await _json_body(request)
+        job = registry.require(job_id, "training")
+        out = await _thread(_locked, job, lambda: job.engine.empty_cache(), timeout)
+        return {"job_id": job.job_id, "workers": [out]}
+
+
+def _resolve_checkpoint(job: Job, path: str | None, step: int | None) -> Path:
+    """As the reference: ``step`` -> ``<path or job dir>/checkpoint-<step>``; ``path`` alone -> that folder; neither
+    -> the job dir's ``latest`` (a step number, or a folder name) if present, else the job dir itself."""
+    root = Path(path).expanduser() if path else job.checkpoint_root
+    if step is not None:
+        target = root / f"checkpoint-{step}"
+    elif (root / "latest").is_file() and (path is None or not (root / "trainer_state.json").is_file()):
+        name = (root / "latest").read_text().strip()
+        target = root / (f"checkpoint-{name}" if name.isdigit() else name)
+    else:
+        target = root
+    if not (target / "trainer_state.json").is_file():
+        raise RequestError(f"no checkpoint at {target} (no trainer_state.json)", 404)
+    return target

@@ -1,0 +1,259 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""Generation engine (job ``sampling``): batched KV-cache decoding of token-id prompts with per-request seeds; its
+weights change only through :meth:`SamplingEngine.load_weights_from` (``/weight-sync``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from .batch import position_ids_from_mask
+from .errors import RequestError
+from .model_engine import EngineSettings, _copy_weights, _ModelEngine
+
+logger = logging.getLogger("arctic_platform.server")
+
+
+@dataclass
+class GenerateItem:
+    """One prompt of a /generate request, with its resolved sampling parameters."""
+
+    prompt: list[int]
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_tokens: int = 16
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    logprobs: int | None = None
+    seed: int | None = None
+    text: str | None = None
+
+
+class SamplingEngine(_ModelEngine):
+    """Generation engine (job ``sampling``) with its own copy of the weights."""
+
+    kind = "sampling"
+
+    def __init__(self, settings: EngineSettings, *, max_batch_rows: int = 64):
+        super().__init__(settings, train=False)
+        self.policy_version = 0
+        self.state = "ready"  # ready | sleeping | weights_ready
+        self.max_batch_rows = max_batch_rows
+        self.abort = threading.Event()
+        self._rng = torch.Generator().manual_seed(int(settings.seed))
+        cfg = self.model.config
+        eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        if eos is None:
+            eos = getattr(cfg, "eos_token_id", None)
+        self.eos_ids: tuple[int, ...] = (
+            tuple(eos) if isinstance(eos, (list, tuple)) else ((eos,) if eos is not None else ())
+        )
+        pad = getattr(cfg, "pad_token_id", None)
+        self.pad_id = int(pad) if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
+        self._tokenizer = None
+
+    def tokenizer(self):
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.settings.model_path)
+        return self._tokenizer
+
+    def _text_tokenizer(self):
+        """The tokenizer for ``text`` in results, or None when the model folder has none (text is then null)."""
+        if self._tokenizer is None and not getattr(self, "_no_tokenizer", False):
+            try:
+                self.tokenizer()
+            except Exception:  # noqa: BLE001 - a model folder without a tokenizer still serves token ids
+                logger.warning("no tokenizer in %s: generate results carry text=null", self.settings.model_path)
+                self._no_tokenizer = True
+        return self._tokenizer
+
+    def load_weights_from(self, source_model) -> None:
+        _copy_weights(source_model, self.model)
+
+    # ---- sleep / wake (docs/arctic-rl-protocol.md §7) ----
+    def sleep(self, level: int) -> dict:
+        if level not in (1, 2):
+            raise RequestError(f"sleep level must be 1 or 2, got {level}")
+        if self.device.type == "cuda":
+            self.model.to("cpu")
+            torch.cuda.empty_cache()
+        self.state = "sleeping"
+        return {"state": self.state, "level": level}
+
+    def wake(self, tags: list[str] | None) -> dict:
+        tags = None if tags is None else list(tags)
+        if tags is not None and any(t not in ("weights", "kv_cache") for t in tags):
+            raise RequestError(f"wake tags must be 'weights' and/or 'kv_cache', got {tags}")
+        wake_weights = tags is None or "weights" in tags
+        wake_kv = tags is None or "kv_cache" in tags
+        if wake_kv and not wake_weights and self.state == "sleeping":
+            raise RequestError("cannot wake kv_cache before weights (wake ['weights'] first)", 409)
+        if wake_weights and self.device.type == "cuda":
+            self.model.to(self.device)
+        if wake_weights and wake_kv:
+            self.state = "ready"
+        elif wake_weights:
+            self.state = "weights_ready" if self.state == "sleeping" else self.state
+        elif wake_kv:
+            self.state = "ready"
+        return {"state": self.state}
+
+    # ---- generation ----
+    def generate(self, items: list[GenerateItem]) -> tuple[list[dict], int]:
+        """Decode ``items`` as one left-padded batch with a KV cache.
+
+        Returns:
+            ``(results, policy_version)``: one result dict per item.
+        """
+        if self.state != "ready":
+            raise RequestError(f"the sampling engine is {self.state}; call /wake-inference first", 409)
+        version = self.policy_version
+        out: list[dict] = []
+        for s in range(0, len(items), self.max_batch_rows):
+            out.extend(self._generate_batch(items[s : s + self.max_batch_rows], version))
+        return out, version
+
+    @torch.inference_mode()
+    def _generate_batch(self, items: list[GenerateItem], version: int) -> list[dict]:
+        B = len(items)
+        dev = self.device
+        lens = [len(it.prompt) for it in items]
+        width = max(lens)
+        ids = torch.full((B, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((B, width), dtype=torch.long)
+        for i, it in enumerate(items):
+            ids[i, width - lens[i] :] = torch.tensor(it.prompt, dtype=torch.long)
+            mask[i, width - lens[i] :] = 1
+        ids, mask = ids.to(dev), mask.to(dev)
+        pos = position_ids_from_mask(mask)
+        gens = [torch.Generator().manual_seed(it.seed) if it.seed is not None else None for it in items]
+        for i, g in enumerate(gens):
+            if g is None and items[i].temperature > 0:
+                seed = int(torch.randint(0, 2**62, (1,), generator=self._rng))
+                gens[i] = torch.Generator().manual_seed(seed)
+        temps = torch.tensor([it.temperature if it.temperature > 0 else 1.0 for it in items], dtype=torch.float32)
+        greedy = [it.temperature <= 0 for it in items]
+        top_k = [it.top_k if 0 < it.top_k < self.vocab_size else 0 for it in items]
+        top_p = torch.tensor([it.top_p for it in items], dtype=torch.float32)
+        stops = [set(it.stop_token_ids) | (set() if it.ignore_eos else set(self.eos_ids)) for it in items]
+        tokens: list[list[int]] = [[] for _ in items]
+        lps: list[list[float]] = [[] for _ in items]
+        tops: list[list[dict[str, float]]] = [[] for _ in items]
+        reason: list[str | None] = [None] * B
+        for i, it in enumerate(items):
+            if it.max_tokens <= 0:
+                reason[i] = "length"
+        steps = max(it.max_tokens for it in items)
+        past = None
+        next_pos = pos[:, -1] + 1
+        cur_ids, cur_pos = ids, pos
+        for _ in range(steps):
+            if all(r is not None for r in reason):
+                break
+            if self.abort.is_set():
+                reason = [r or "abort" for r in reason]
+                break
+            o = self.model(
+                input_ids=cur_ids, attention_mask=mask, position_ids=cur_pos, past_key_values=past, use_cache=True
+            )
+            past = o.past_key_values
+            logits = o.logits[:, -1, :].float().cpu()
+            chosen, chosen_lp, top = self._sample(logits, temps, greedy, top_k, top_p, gens, items, reason)
+            for i in range(B):
+                if reason[i] is not None:
+                    continue
+                tok = chosen[i]
+                tokens[i].append(tok)
+                if items[i].logprobs is not None:
+                    lps[i].append(chosen_lp[i])
+                    tops[i].append(top[i])
+                if tok in stops[i]:
+                    reason[i] = "stop"
+                elif len(tokens[i]) >= items[i].max_tokens:
+                    reason[i] = "length"
+            feed = torch.tensor([t[-1] if t else self.pad_id for t in tokens], dtype=torch.long, device=dev)
+            cur_ids = feed[:, None]
+            cur_pos = next_pos[:, None]
+            next_pos = next_pos + 1
+            mask = torch.cat([mask, torch.ones((B, 1), dtype=mask.dtype, device=dev)], dim=1)
+        results = []
+        for i, it in enumerate(items):
+            tok = self._text_tokenizer()
+            r = {
+                "text": tok.decode(tokens[i]) if tok is not None else None,
+                "token_ids": tokens[i],
+                "finish_reason": reason[i] or "length",
+                "prompt_len": lens[i],
+                "generation_len": len(tokens[i]),
+                "prefix_cache_len": 0,
+                # ArcticInference shape: one {str(token_id): {logprob, rank}} per generated position
+                "logprobs": tops[i] if it.logprobs is not None else None,
+                "policy_version": version,  # extension
+            }
+            results.append(r)
+        return results
+
+    def _sample(self, logits, temps, greedy, top_k, top_p, gens, items, reason):
+        """Row-wise sampling; every step of a row depends only on that row (batch composition never matters)."""
+        scaled = logits / temps[:, None]
+        logp = torch.log_softmax(scaled, dim=-1)
+        filt = scaled.clone()
+        if any(top_k):
+            for i, k in enumerate(top_k):
+                if k:
+                    kth = torch.topk(scaled[i], k).values[-1]
+                    filt[i][scaled[i] < kth] = -math.inf
+        if bool((top_p < 1.0).any()):
+            sorted_vals, sorted_idx = torch.sort(filt, dim=-1, descending=True)
+            cum = torch.softmax(sorted_vals, dim=-1).cumsum(dim=-1)
+            remove = (cum - torch.softmax(sorted_vals, dim=-1)) > top_p[:, None]  # keeps the first token always
+            remove = torch.zeros_like(remove).scatter(1, sorted_idx, remove)
+            filt = filt.masked_fill(remove & (top_p[:, None] < 1.0), -math.inf)
+        probs = torch.softmax(filt, dim=-1)
+        chosen, chosen_lp, top = [], [], []
+        for i in range(len(items)):
+            if reason[i] is not None:
+                chosen.append(self.pad_id)
+                chosen_lp.append(0.0)
+                top.append({})
+                continue
+            if greedy[i]:
+                tok = int(torch.argmax(logits[i]))
+            else:
+                tok = int(torch.multinomial(probs[i], 1, generator=gens[i]))
+            chosen.append(tok)
+            chosen_lp.append(float(logp[i, tok]))
+            if items[i].logprobs is None:
+                top.append({})
+                continue
+            entry: dict[str, dict] = {}
+            k = items[i].logprobs or 0
+            if k > 0:
+                v, ix = torch.topk(logp[i], min(k, logp.shape[-1]))
+                for rank, (a, b) in enumerate(zip(ix.tolist(), v.tolist(), strict=True), start=1):
+                    entry[str(int(a))] = {"logprob": float(b), "rank": rank}
+            if str(tok) not in entry:
+                entry[str(tok)] = {"logprob": chosen_lp[-1], "rank": int((logp[i] > logp[i, tok]).sum()) + 1}
+            top.append(entry)
+        return chosen, chosen_lp, top
