@@ -53,6 +53,11 @@ def dense_batch(seed=0, vocab=300):
             "response_mask": resp_mask, "advantages": adv.contiguous()}  # fmt: skip
 
 
+def token_logprobs(result: dict) -> list[float]:
+    """The sampled token's log-prob per position (results carry the reference's ``{str(id): {logprob, rank}}``)."""
+    return [e[str(t)]["logprob"] for e, t in zip(result["logprobs"], result["token_ids"], strict=True)]
+
+
 def run_engines(model_dir: str, devices: dict[str, str], dtype: str, other_device: str, inject: bool) -> dict:
     """One full pass: forward-backward + step, logprobs after the step, generation, sync, log_prob engine."""
 
@@ -80,7 +85,7 @@ def run_engines(model_dir: str, devices: dict[str, str], dtype: str, other_devic
     prompts = [batch["input_ids"][i, P - 3 - i : P].tolist() for i in range(ROWS)]
     items = [E.GenerateItem(prompt=p, temperature=0.0, max_tokens=R, ignore_eos=True, logprobs=0) for p in prompts]
     results, _ = sampler.generate(items)
-    out["generated"] = [(p, r["token_ids"], r["logprobs"]) for p, r in zip(prompts, results, strict=True)]
+    out["generated"] = [(p, r["token_ids"], token_logprobs(r)) for p, r in zip(prompts, results, strict=True)]
     # seeded sampling (top-p / top-k, the CPU-side sampler fed from the device's logits): it must run and finish
     seeded = [E.GenerateItem(prompt=p, temperature=1.0, top_p=0.9, top_k=50, max_tokens=R, ignore_eos=True,
                              seed=7 + i) for i, p in enumerate(prompts)]  # fmt: skip
