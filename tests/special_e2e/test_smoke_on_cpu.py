@@ -190,12 +190,12 @@ def test_async_validation_checkpoint_and_resume_with_queued_batches(tmp_path):
     import argparse
 
     from arctic_platform import fixtures, smoke
-    from arctic_platform.integrations.verl.examples import digit_task
+    from arctic_platform.integrations.verl.tasks import repeat_digit
 
     out = tmp_path / "resume_async"
     out.mkdir()
     model = fixtures.make_tiny_model(out / "model", seed=0)
-    train, val = digit_task.write_dataset(out / "data", n_val=4)
+    train, val = repeat_digit.write_dataset(out / "data", n_val=4)
 
     def run(tag: str, steps: int, *extra: str):
         args = argparse.Namespace(
