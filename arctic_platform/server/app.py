@@ -61,6 +61,7 @@ from ..protocol import (
 )
 from .engines import GenerateItem, RequestError, SamplingEngine, weight_norm
 from .jobs import Job, JobRegistry, ServerLimits, _one_line
+from .sampling_process import engine_weight_norm
 
 logger = logging.getLogger("arctic_platform.server")
 # Lifecycle events (weight syncs, checkpoints) are logged at INFO even when the server is not --verbose.
@@ -682,7 +683,7 @@ def create_app(settings: ServerSettings) -> Any:
 
         def do():
             tn, tc = weight_norm(train.engine.model)
-            sn, sc = weight_norm(samp.engine.model)
+            sn, sc = engine_weight_norm(samp.engine)
             return {
                 "training_norm": tn,
                 "sampling_norm": sn,

@@ -153,6 +153,9 @@ class ServerLimits:
     max_batch_rows: int = 64
     job_devices: dict[str, str] = field(default_factory=dict)
     """Per-job device overrides (``--job-devices``); otherwise :func:`.placement.place_jobs` decides."""
+    sampling_process: bool = False
+    """Run each sampling job's engine in its own OS process (``--sampling-process``; a job's
+    ``extensions.sampling_process`` overrides it): :mod:`.sampling_process`."""
 
 
 @dataclass
@@ -207,6 +210,7 @@ class Job:
         if self.job_type == "sampling" and eng is not None:
             d["policy_version"] = eng.policy_version
             d["inference_state"] = eng.state
+            d["engine_pid"] = getattr(eng, "pid", None)  # the sampling process (``--sampling-process``) or null
             b = self.batcher
             d["generate_requests"] = b.requests if b is not None else 0
             d["generate_batches"] = b.batches if b is not None else 0
@@ -287,6 +291,9 @@ class JobRegistry:
         dtype = ext_dtype or ds_dtype or lim.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
         resolve_dtype(dtype)
         _check_worker_config(cfg)
+        sp = _ext(cfg, "sampling_process")
+        if sp is not None and not isinstance(sp, bool):
+            raise RequestError(f"extensions.sampling_process must be true or false, got {sp!r}", 422)
         msl = _ext(cfg, "max_seq_len")
         if msl is not None and (isinstance(msl, bool) or not isinstance(msl, int) or msl < 1):
             raise RequestError(f"extensions.max_seq_len must be a positive int, got {msl!r}", 422)
@@ -350,7 +357,12 @@ class JobRegistry:
                         "engine has neither and ignores it",
                         job.job_id,
                     )
-                engine = SamplingEngine(settings, max_batch_rows=max(1, rows))
+                if _sampling_process(cfg, lim):
+                    from .sampling_process import ProcessSamplingEngine
+
+                    engine = ProcessSamplingEngine(settings, max_batch_rows=max(1, rows))
+                else:
+                    engine = SamplingEngine(settings, max_batch_rows=max(1, rows))
             else:
                 engine = ForwardEngine(settings)
         except Exception as e:  # noqa: BLE001 - any build failure becomes the job's reason
@@ -408,6 +420,11 @@ class JobRegistry:
     def shutdown(self) -> None:
         for job in self.all():
             self.destroy(job, "server shut down", lock_timeout=5.0)
+
+
+def _sampling_process(cfg: JobConfig, lim: ServerLimits) -> bool:
+    v = _ext(cfg, "sampling_process")
+    return lim.sampling_process if v is None else bool(v)
 
 
 def _max_seq_len(cfg: JobConfig, lim: ServerLimits) -> int:
