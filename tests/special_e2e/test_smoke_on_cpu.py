@@ -190,7 +190,7 @@ def test_async_validation_checkpoint_and_resume_with_queued_batches(tmp_path):
     import argparse
 
     from arctic_platform import fixtures, smoke
-    from arctic_platform.integrations.verl.examples import digit_task
+    from arctic_platform.integrations.verl.tasks import repeat_digit as digit_task
 
     out = tmp_path / "resume_async"
     out.mkdir()
