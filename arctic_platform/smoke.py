@@ -133,6 +133,8 @@ def async_overrides(max_staleness: int = 1) -> list[str]:
         "remote_backend.async_rollout.enable=true",
         f"remote_backend.async_rollout.max_staleness={max_staleness}",
         "algorithm.rollout_correction.rollout_is=token",
+        # the sampler in its own process: on CPU, sampling and training then really run on separate cores
+        "remote_backend.arctic.backend.sampling_process=true",
     ]
 
 

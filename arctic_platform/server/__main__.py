@@ -75,6 +75,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine-timeout", type=float, default=1800.0, help="bounded wait for a busy engine (s)")
     parser.add_argument("--max-batch-rows", type=int, default=64, help="generate rows decoded together")
     parser.add_argument("--batch-wait-ms", type=float, default=2.0, help="generate batching window (ms)")
+    parser.add_argument(
+        "--sampling-process",
+        action="store_true",
+        help="run each sampling job's engine in its own process (sampling and training then use separate cores)",
+    )
     parser.add_argument("--exit-with-parent", action="store_true", help="stop when the parent process exits")
     parser.add_argument("--verbose", "-v", action="store_true", help="info logs and access logs")
     parser.add_argument("--no-ray-auto-attach", action="store_true", help=argparse.SUPPRESS)
@@ -182,6 +187,7 @@ def run(args) -> int:
         engine_timeout_s=args.engine_timeout,
         max_batch_rows=args.max_batch_rows,
         job_devices=job_devices,
+        sampling_process=args.sampling_process,
     )
     app = create_app(
         ServerSettings(

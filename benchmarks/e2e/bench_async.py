@@ -45,8 +45,10 @@ def run(mode: str, args, workdir: Path) -> dict:
     out = workdir / mode
     cli = shutil.which("arctic-verl", path=str(Path(sys.executable).parent)) or "arctic-verl"
     cmd = [cli, "smoke", "--steps", str(args.steps), "--seed", str(args.seed), "--no-learning-check", "--out", str(out)]
-    if mode == "async":
+    if mode.startswith("async"):
         cmd.append("--async")
+    if mode == "async-inproc":  # the server's engines as threads of one process (no --sampling-process)
+        cmd.append("remote_backend.arctic.backend.sampling_process=false")
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
     if r.returncode != 0:
@@ -97,15 +99,21 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu"))
     ap.add_argument("--repeats", type=int, default=1, help="runs per mode, in ABBA order (default 1)")
+    ap.add_argument(
+        "--inproc",
+        action="store_true",
+        help="add a third mode, async-inproc: async with the sampling engine in the server process (threads)",
+    )
     args = ap.parse_args()
     if args.steps < 4:
         raise SystemExit("--steps must be >= 4 (steady steps are 2..N-1)")
     # --repeats 2 runs sync, async, async, sync (ABBA) and pools the steps per mode, so a background load that
     # drifts during the benchmark (a shared machine) biases neither mode
-    order = ["sync", "async"]
+    modes = ["sync", "async"] + (["async-inproc"] if args.inproc else [])
+    order = list(modes)
     for i in range(1, args.repeats):
-        order += order[-2:][::-1] if i % 2 else order[:2]
-    runs: dict[str, list[dict]] = {"sync": [], "async": []}
+        order += modes[::-1] if i % 2 else modes
+    runs: dict[str, list[dict]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory(prefix="bench-async-") as td:
         for i, mode in enumerate(order):
             runs[mode].append(run(mode, args, Path(td) / f"run{i}"))
@@ -133,7 +141,7 @@ def main() -> int:
             if b
             else "server busy: n/a"
         )
-        print(f"  {mode:5s}: step {mean(rows, 'step_s'):.3f}s  ({parts})  total {total:.1f}s  {server}")
+        print(f"  {mode:12s}: step {mean(rows, 'step_s'):.3f}s  ({parts})  total {total:.1f}s  {server}")
     sync_rows, async_rows = steady(results["sync"]), steady(results["async"])
     ratio = mean(sync_rows, "step_s") / mean(async_rows, "step_s")
     total_ratio = (sum(s["step_s"] for s in results["sync"]["steps"]) / results["sync"]["runs"]) / (
@@ -145,6 +153,12 @@ def main() -> int:
             hist[k] = hist.get(k, 0) + v
     print(f"staleness histogram (async, trajectories per staleness): {dict(sorted(hist.items()))}")
     print(f"step-time ratio sync/async (steady steps): {ratio:.2f}x   (all {args.steps} steps: {total_ratio:.2f}x)")
+    if "async-inproc" in results:
+        inproc = mean(steady(results["async-inproc"]), "step_s")
+        print(
+            f"step-time ratio sync/async-inproc (steady steps): {mean(sync_rows, 'step_s') / inproc:.2f}x   "
+            f"async-inproc/async: {inproc / mean(async_rows, 'step_s'):.2f}x"
+        )
     _plot(results, args.out / "async.png", ratio)
     return 0
 

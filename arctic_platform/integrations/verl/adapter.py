@@ -163,6 +163,7 @@ def build_client_config(main_config: DictConfig, opts: DictConfig):
             log_file=opts.backend.log_file,
             extra_env={str(k_): str(v) for k_, v in (opts.backend.extra_env or {}).items()},
             token_env_var=opts.backend.token_env_var,
+            server_args=["--sampling-process"] if opts.backend.get("sampling_process", False) else [],
         )
     elif backend_type == "onprem":
         backend = OnPremConfig(url=opts.backend.url, token_env_var=opts.backend.token_env_var)

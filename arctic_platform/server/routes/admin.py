@@ -23,6 +23,7 @@ from fastapi import FastAPI, Request
 from ...protocol import OperationRequest, WeightNormRequest, WeightSyncRequest
 from ..engines import SamplingEngine, weight_norm
 from ..errors import RequestError
+from ..sampling_process import engine_weight_norm
 from ._common import AppContext, _err, _json_body, _locked, _model, _thread, events
 from .sampling import InferenceOps
 
@@ -103,7 +104,7 @@ def register(app: FastAPI, ctx: AppContext, ops: InferenceOps) -> None:
 
         def do():
             tn, tc = weight_norm(train.engine.model)
-            sn, sc = weight_norm(samp.engine.model)
+            sn, sc = engine_weight_norm(samp.engine)
             return {
                 "training_norm": tn,
                 "sampling_norm": sn,
