@@ -49,6 +49,7 @@ def run(mode: str, args, workdir: Path) -> dict:
         cmd.append("--async")
     if mode == "async-inproc":  # the server's engines as threads of one process (no --sampling-process)
         cmd.append("remote_backend.arctic.backend.sampling_process=false")
+    cmd += args.overrides  # the same Hydra overrides for every mode (e.g. a training-heavier step)
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
     if r.returncode != 0:
@@ -103,6 +104,12 @@ def main() -> int:
         "--inproc",
         action="store_true",
         help="add a third mode, async-inproc: async with the sampling engine in the server process (threads)",
+    )
+    ap.add_argument(
+        "overrides",
+        nargs="*",
+        help="Hydra overrides passed to every mode's smoke, e.g. actor_rollout_ref.actor.ppo_epochs=3 for a step whose "
+        "training costs about as much as its generation (as in the seed's 8xH200 figures)",
     )
     args = ap.parse_args()
     if args.steps < 4:
