@@ -95,10 +95,6 @@ class CheckFailed(BuildError):
 # ---------------------------------------------------------------------------------------------
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
