@@ -68,6 +68,26 @@ def optimizer_steps_per_training_step(main_config: DictConfig) -> int:
     return int(actor.ppo_epochs) * num_minibatches
 
 
+def coalesce_settings(opts: DictConfig) -> tuple[int, float]:
+    """``(max_prompts, window_s)`` of the /generate coalescer from ``remote_backend.arctic.sampling``.
+
+    ``max_prompts_per_request: null`` means 64 on the embedded server (``backend.type=local``: its torch engine runs
+    concurrent requests as one static batch anyway) and 1 (off) elsewhere (a continuous-batching vLLM server returns
+    each sequence when it is done; coalescing would make short ones wait for long ones).
+    """
+    sampling = opts.sampling
+    max_prompts = sampling.get("max_prompts_per_request", None)
+    if max_prompts is None:
+        max_prompts = 64 if opts.backend.type == "local" else 1
+    window_ms = float(sampling.get("coalesce_window_ms", 5.0))
+    if int(max_prompts) < 1 or window_ms < 0:
+        raise ArcticConfigError(
+            "remote_backend.arctic.sampling: max_prompts_per_request must be >= 1 and coalesce_window_ms >= 0 "
+            f"(got {max_prompts}, {window_ms})"
+        )
+    return int(max_prompts), window_ms / 1000.0
+
+
 def validate_arctic_config(main_config: DictConfig, opts: Optional[DictConfig] = None) -> DictConfig:
     """Reject what the arctic backend cannot honour, naming the setting. Returns the merged options."""
     opts = opts if opts is not None else arctic_options(main_config)
@@ -80,6 +100,7 @@ def validate_arctic_config(main_config: DictConfig, opts: Optional[DictConfig] =
         )
     if backend_type == "onprem" and not opts.backend.url:
         raise ArcticConfigError("remote_backend.arctic.backend.type=onprem needs remote_backend.arctic.backend.url")
+    coalesce_settings(opts)
     if arr.rollout.name != "arctic":
         raise ArcticConfigError(
             f"remote_backend=arctic needs actor_rollout_ref.rollout.name=arctic (got {arr.rollout.name!r}): generation "

@@ -259,14 +259,6 @@ def test_reattach_from_another_process_creates_and_destroys_nothing(client, tmp_
         assert client.job_info(jid)["status"] == "RUNNING"  # the re-attached client destroyed nothing
 
 
-@pytest.fixture(scope="module")
-def onprem_server(tiny_model_dir, tmp_path_factory, serve_server):
-    work = tmp_path_factory.mktemp("onprem")
-    with serve_server(work, "--model", str(tiny_model_dir), "--max-seq-len", "64") as s:
-        s.work = work
-        yield s
-
-
 @pytest.mark.asyncio
 async def test_a_client_destroys_only_the_jobs_it_created(onprem_server, tiny_model_dir):
     async with httpx.AsyncClient(base_url=onprem_server.url, timeout=60) as http:

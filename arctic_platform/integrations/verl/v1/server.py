@@ -31,6 +31,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig
 
 from arctic_platform.client.client import sampled_logprobs
+from arctic_platform.client.coalesce import GenerateCoalescer
 from verl.workers.rollout.replica import TokenOutput
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class ArcticV1LLMServer:
     """Ray actor (created by :class:`ArcticV1Replica`); all methods are async so requests run concurrently."""
 
     def __init__(self, main_config: DictConfig, backend_handle: dict[str, Any], replica_rank: int = 0):
-        from arctic_platform.integrations.verl.adapter import ArcticRemoteBackend, arctic_options
+        from arctic_platform.integrations.verl.adapter import ArcticRemoteBackend, arctic_options, coalesce_settings
 
         self.main_config = main_config
         self.replica_rank = replica_rank
@@ -67,6 +68,11 @@ class ArcticV1LLMServer:
         opts = arctic_options(main_config)
         self.max_tokens = int(opts.sampling.max_tokens or main_config.actor_rollout_ref.rollout.response_length)
         self.global_steps: Optional[int] = None
+        max_prompts, window_s = coalesce_settings(opts)
+        self.coalescer = GenerateCoalescer(self._send, max_prompts=max_prompts, window_s=window_s)
+
+    async def _send(self, prompts: list[list[int]], params: dict[str, Any]) -> list[dict]:
+        return await (await self.backend.client()).generate(prompts, params)
 
     async def generate(
         self,
@@ -80,7 +86,7 @@ class ArcticV1LLMServer:
         if image_data or video_data or kwargs.get("audio_data"):
             raise ValueError("the arctic rollout server is text-only: image/video/audio inputs are not supported")
         params = to_backend_sampling_params(sampling_params, self.max_tokens)
-        (result,) = await (await self.backend.client()).generate([list(map(int, prompt_ids))], params)
+        result = await self.coalescer.generate_one(list(map(int, prompt_ids)), params)
         version = result.get("policy_version", self.global_steps)
         if version is None:
             raise RuntimeError("the backend returned no policy version and set_global_steps was never called")
