@@ -169,6 +169,12 @@ def test_short_async_smoke_staleness_versions_and_overlap(tmp_path):
     log = (out / "arctic_server.log").read_text()
     busy = [line for line in log.splitlines() if "busy: training " in line]
     assert len(busy) >= 5  # one line per weight sync (init + 4 steps)
+    # clean shutdown: the sampling job is destroyed only after generation drained, so the teardown aborted nothing
+    # (the server logs "destroyed while generating; N of M sequence(s) aborted" when it cuts a batch short)
+    assert "destroy: sampling job" in log, log[-2000:]
+    assert "destroyed while generating" not in log, log[-2000:]
+    trainer_log = (out / "main_ppo.log").read_text()
+    assert "still generating after" not in trainer_log, trainer_log[-2000:]
 
 
 def test_async_agent_loop_error_reaches_the_final_error(tmp_path):

@@ -29,7 +29,18 @@ from ...protocol import LogProbsRequest, ResetPrefixCacheRequest, SleepRequest
 from ..engines import GenerateItem, SamplingEngine
 from ..errors import RequestError
 from ..jobs import Job, JobRegistry
-from ._common import AppContext, _content_type, _frame, _json_body, _locked, _model, _thread, frame_body_reader, logger
+from ._common import (
+    AppContext,
+    _content_type,
+    _frame,
+    _json_body,
+    _locked,
+    _model,
+    _thread,
+    events,
+    frame_body_reader,
+    logger,
+)
 
 # ------------------------------------------------------------------------------------------------
 # request models
@@ -99,7 +110,12 @@ def _unsupported_params(extra: dict[str, Any]) -> list[str]:
 
 
 class GenerateBatcher:
-    """Collects concurrent /generate requests of one sampling job into batched engine calls."""
+    """Collects concurrent /generate requests of one sampling job into batched engine calls.
+
+    :meth:`close` (the job is destroyed) lets a batch already in the engine finish: destroy sets the engine's abort
+    flag, so it stops at the next decode step and its requests answer 200 with what was generated so far and
+    ``finish_reason: "abort"`` (verl's ``stop_reason: "aborted"``); every request not yet in the engine answers 409.
+    """
 
     def __init__(self, job: Job, registry: JobRegistry, wait_s: float):
         self.job, self.registry, self.wait_s = job, registry, wait_s
@@ -107,8 +123,16 @@ class GenerateBatcher:
         self.task: asyncio.Task | None = None
         self.requests = 0
         self.batches = 0
+        self.closed = False
+        self._collecting: list = []  # requests taken off the queue for the next engine call
+        self._in_engine = False
+
+    def _destroyed(self) -> RequestError:
+        return RequestError(f"job {self.job.job_id} was destroyed", 409)
 
     async def submit(self, items: list[GenerateItem]) -> tuple[list[dict], int]:
+        if self.closed:
+            raise self._destroyed()
         if self.task is None:
             self.task = asyncio.create_task(self._run())
         fut = asyncio.get_running_loop().create_future()
@@ -118,9 +142,9 @@ class GenerateBatcher:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         max_rows = getattr(self.job.engine, "max_batch_rows", 64)
-        while True:
+        while not self.closed:
             first = await self.queue.get()
-            batch = [first]
+            batch = self._collecting = [first]
             rows = len(first[0])
             deadline = loop.time() + self.wait_s
             while rows < max_rows:
@@ -136,12 +160,14 @@ class GenerateBatcher:
                         break
                 batch.append(nxt)
                 rows += len(nxt[0])
+            self._collecting = []
             live = [(its, f) for its, f in batch if not f.done()]
             if not live:
                 continue
             items = [it for its, _ in live for it in its]
             self.requests += len(live)
             self.batches += 1
+            self._in_engine = True
             try:
                 results, _version = await _thread(
                     _locked,
@@ -156,6 +182,16 @@ class GenerateBatcher:
                 if isinstance(e, asyncio.CancelledError):
                     raise
                 continue
+            finally:
+                self._in_engine = False
+            aborted = sum(1 for r in results if r.get("finish_reason") == "abort")
+            if aborted:
+                events.info(
+                    "generate: sampling job %d destroyed while generating; %d of %d sequence(s) aborted",
+                    self.job.job_id,
+                    aborted,
+                    len(results),
+                )
             pos = 0
             for its, f in live:
                 part = results[pos : pos + len(its)]
@@ -164,12 +200,16 @@ class GenerateBatcher:
                     f.set_result((part, part[0]["policy_version"] if part else _version))
 
     def close(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
+        """Stop taking requests (idempotent): a batch in the engine finishes (see the class doc), the rest get 409."""
+        self.closed = True
+        pending = [] if self._in_engine else list(self._collecting)
         while not self.queue.empty():
-            _, f = self.queue.get_nowait()
+            pending.append(self.queue.get_nowait())
+        for _, f in pending:
             if not f.done():
-                f.set_exception(RequestError(f"job {self.job.job_id} was destroyed", 409))
+                f.set_exception(self._destroyed())
+        if self.task is not None and not self._in_engine:
+            self.task.cancel()
 
 
 class InferenceOps(NamedTuple):

@@ -263,12 +263,18 @@ class PPOTrainerRemoteBackend(PPOTrainerSync):
             )
 
         first = left = inflight()
-        deadline = time.monotonic() + self._async.drain_timeout_s
+        timeout = self._async.drain_timeout_s
+        if first:  # said before the wait, so a long shutdown is explained while it happens
+            logger.info(
+                f"async remote backend: waiting up to {timeout:g}s for {first} in-flight prompt group(s) "
+                "before destroying the backend"
+            )
+        deadline = time.monotonic() + timeout
         while left and time.monotonic() < deadline:
             time.sleep(0.1)
             left = inflight()
         if first:
-            tail = f"; {left} still generating after {self._async.drain_timeout_s:g}s" if left else ""
+            tail = f"; {left} still generating after {timeout:g}s" if left else ""
             logger.info(f"async remote backend: drained {first - left} in-flight prompt group(s) at shutdown{tail}")
         return left
 

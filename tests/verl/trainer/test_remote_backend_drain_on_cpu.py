@@ -1,0 +1,135 @@
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The async remote-backend trainer's shutdown drain, ``PPOTrainerRemoteBackend._drain_rollouts``, against a real
+TransferQueue (controller + one SimpleStorage unit as Ray actors on a local CPU Ray).
+
+``fit`` calls the drain after the last step and before it destroys the backend; it reads nothing but TransferQueue's
+``train`` partition and ``self._async`` (an :class:`AsyncRolloutOptions`). Building a whole trainer needs a dataset,
+worker groups and a backend, so the method is called on a minimal object carrying only ``_async``: the code under
+test is the installed trainer's method itself.
+
+The prompt tags are written as verl writes them: the trainer puts ``{"is_prompt": True, "status": "pending"}`` per
+prompt group, the agent loop tags it ``running`` and then ``finished`` / ``failure``, and trajectories are keys
+without ``is_prompt``. The "agent loop" here is a thread that flips the tags once the drain has said it is waiting
+(its INFO line before the wait), so the order is fixed without sleeps.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import types
+
+import pytest
+
+LOGGER = "verl.trainer.ppo.v1.trainer_remote_backend"
+
+
+@pytest.fixture(scope="module")
+def tq(ray_cpu):
+    import transfer_queue as tq
+    from omegaconf import OmegaConf
+
+    tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1, "total_storage_size": 64}}}))
+    yield tq
+    tq.close()
+
+
+@pytest.fixture
+def train_partition(tq):
+    """The ``train`` partition, emptied after each test."""
+    yield tq
+    keys = list((tq.kv_list("train") or {}).get("train", {}))
+    if keys:
+        tq.kv_clear(keys=keys, partition_id="train")
+
+
+class _Lines(logging.Handler):
+    """Collects the trainer logger's messages; ``waiting`` is set when the drain announces its wait."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+        self.waiting = threading.Event()
+
+    def emit(self, record):
+        msg = record.getMessage()
+        self.messages.append(msg)
+        if msg.startswith("async remote backend: waiting up to"):
+            self.waiting.set()
+
+
+@pytest.fixture
+def lines():
+    logger = logging.getLogger(LOGGER)
+    h = _Lines()
+    logger.addHandler(h)
+    yield h
+    logger.removeHandler(h)
+
+
+def _drain(timeout_s: float) -> int:
+    from verl.trainer.ppo.v1.remote_backend_async import AsyncRolloutOptions
+    from verl.trainer.ppo.v1.trainer_remote_backend import PPOTrainerRemoteBackend
+
+    trainer = types.SimpleNamespace(_async=AsyncRolloutOptions(drain_timeout_s=timeout_s))
+    return PPOTrainerRemoteBackend._drain_rollouts(trainer)
+
+
+def _prompt(status: str) -> dict:
+    return {"is_prompt": True, "status": status, "global_steps": 3}
+
+
+def test_drain_with_nothing_in_flight_returns_at_once_and_says_nothing(train_partition, lines):
+    assert _drain(timeout_s=120) == 0  # an empty (never written) train partition
+    train_partition.kv_batch_put(keys=["d0"], partition_id="train", tags=[_prompt("finished")])
+    assert _drain(timeout_s=120) == 0
+    assert lines.messages == []
+
+
+def test_drain_waits_until_the_agent_loop_finishes_every_prompt_group(train_partition, lines):
+    tq = train_partition
+    inflight = ["u0", "u1", "u2", "u3"]
+    tq.kv_batch_put(keys=inflight, partition_id="train", tags=[_prompt("running")] * 3 + [_prompt("pending")])
+    # neither counts: a group that already finished, and a trajectory (no is_prompt) whose tag says running
+    tq.kv_batch_put(keys=["u9", "u0_0"], partition_id="train", tags=[_prompt("finished"), {"status": "running"}])
+
+    flipped = threading.Event()
+
+    def agent_loop():
+        assert lines.waiting.wait(120), "the drain never announced its wait"
+        for i, uid in enumerate(inflight):  # one group at a time, as sessions settle; one of them fails
+            tq.kv_put(key=uid, partition_id="train", tag={"status": "failure" if i == 2 else "finished"})
+        flipped.set()
+
+    t = threading.Thread(target=agent_loop, daemon=True)
+    t.start()
+    left = _drain(timeout_s=120)
+    t.join(120)
+
+    assert flipped.is_set(), "the agent-loop thread did not finish its puts"
+    assert left == 0
+    assert lines.messages == [
+        "async remote backend: waiting up to 120s for 4 in-flight prompt group(s) before destroying the backend",
+        "async remote backend: drained 4 in-flight prompt group(s) at shutdown",
+    ]
+    tags = tq.kv_list("train")["train"]
+    assert {k: tags[k]["status"] for k in inflight} == {
+        "u0": "finished",
+        "u1": "finished",
+        "u2": "failure",
+        "u3": "finished",
+    }
+    assert tags["u0"]["is_prompt"] is True, "a status-only put must keep the trainer's prompt tag"
+
+
+def test_drain_gives_up_after_its_timeout_and_returns_what_is_still_generating(train_partition, lines):
+    tq = train_partition
+    tags = [_prompt("running"), _prompt("pending"), _prompt("finished")]
+    tq.kv_batch_put(keys=["s0", "s1", "s2"], partition_id="train", tags=tags)
+    left = _drain(timeout_s=0.5)
+    assert left == 2
+    assert lines.messages == [
+        "async remote backend: waiting up to 0.5s for 2 in-flight prompt group(s) before destroying the backend",
+        "async remote backend: drained 0 in-flight prompt group(s) at shutdown; 2 still generating after 0.5s",
+    ]
