@@ -16,7 +16,7 @@ steady steps 2..N-1 (step 1 carries the one-time actor warm-up; the async run's 
 prefetch); the total over all N steps is printed too. Writes CSV (per step) and a PNG (stacked breakdown). Needs the
 installed wheel; run it from outside the repository root.
 
-    python benchmarks/e2e/bench_async.py [--steps 12] [--repeats 1] [--out benchmarks/results/cpu]
+    python benchmarks/e2e/bench_async.py [--steps 12] [--repeats 1] [--inproc] [--uncoalesced] [--out ...]
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ def run(mode: str, args, workdir: Path) -> dict:
         cmd.append("--async")
     if mode == "async-inproc":  # the server's engines as threads of one process (no --sampling-process)
         cmd.append("remote_backend.arctic.backend.sampling_process=false")
+    if mode.endswith("-uncoalesced"):  # one /generate request per trajectory, as verl asks for them
+        cmd.append("remote_backend.arctic.sampling.max_prompts_per_request=1")
     cmd += args.overrides  # the same Hydra overrides for every mode (e.g. a training-heavier step)
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
@@ -106,6 +108,12 @@ def main() -> int:
         help="add a third mode, async-inproc: async with the sampling engine in the server process (threads)",
     )
     ap.add_argument(
+        "--uncoalesced",
+        action="store_true",
+        help="add sync-uncoalesced and async-uncoalesced: the rollout server sends one /generate per trajectory "
+        "(sampling.max_prompts_per_request=1) instead of coalescing them",
+    )
+    ap.add_argument(
         "overrides",
         nargs="*",
         help="Hydra overrides passed to every mode's smoke, e.g. actor_rollout_ref.actor.ppo_epochs=3 for a step whose "
@@ -117,6 +125,7 @@ def main() -> int:
     # --repeats 2 runs sync, async, async, sync (ABBA) and pools the steps per mode, so a background load that
     # drifts during the benchmark (a shared machine) biases neither mode
     modes = ["sync", "async"] + (["async-inproc"] if args.inproc else [])
+    modes += ["sync-uncoalesced", "async-uncoalesced"] if args.uncoalesced else []
     order = list(modes)
     for i in range(1, args.repeats):
         order += modes[::-1] if i % 2 else modes
@@ -148,7 +157,7 @@ def main() -> int:
             if b
             else "server busy: n/a"
         )
-        print(f"  {mode:12s}: step {mean(rows, 'step_s'):.3f}s  ({parts})  total {total:.1f}s  {server}")
+        print(f"  {mode:17s}: step {mean(rows, 'step_s'):.3f}s  ({parts})  total {total:.1f}s  {server}")
     sync_rows, async_rows = steady(results["sync"]), steady(results["async"])
     ratio = mean(sync_rows, "step_s") / mean(async_rows, "step_s")
     total_ratio = (sum(s["step_s"] for s in results["sync"]["steps"]) / results["sync"]["runs"]) / (
@@ -165,6 +174,12 @@ def main() -> int:
         print(
             f"step-time ratio sync/async-inproc (steady steps): {mean(sync_rows, 'step_s') / inproc:.2f}x   "
             f"async-inproc/async: {inproc / mean(async_rows, 'step_s'):.2f}x"
+        )
+    if "sync-uncoalesced" in results:
+        su, au = (mean(steady(results[m]), "step_s") for m in ("sync-uncoalesced", "async-uncoalesced"))
+        print(
+            f"coalescing: sync {su / mean(sync_rows, 'step_s'):.2f}x, async {au / mean(async_rows, 'step_s'):.2f}x "
+            f"faster per step; uncoalesced sync/async: {su / au:.2f}x"
         )
     _plot(results, args.out / "async.png", ratio)
     return 0

@@ -80,9 +80,15 @@ def register(app: FastAPI, ctx: AppContext) -> None:
         job = registry.get(job_id)
         if req.job_type != job.job_type:
             raise RequestError(f"job {job_id} is a {job.job_type} job, not {req.job_type}", 400)
+        served = ""
         if job.batcher is not None:
-            job.batcher.close()
+            b = job.batcher
+            served = f" (served {b.requests} generate request(s) in {b.batches} engine batch(es))"
+            b.close()
             job.batcher = None
         await _thread(registry.destroy, job, "destroyed by a client")
-        events.info("destroy: %s job %s destroyed by a client", job.job_type, job_id)
+        if job.batcher is not None:  # a /generate that arrived while the engine was being destroyed
+            job.batcher.close()
+            job.batcher = None
+        events.info("destroy: %s job %s destroyed by a client%s", job.job_type, job_id, served)
         return {"job_id": job_id, "status": job.status}
