@@ -34,34 +34,26 @@ def register(app: FastAPI, ctx: AppContext) -> None:
     _frame_body = frame_body_reader(ctx.settings)
 
     # ---- training ----
+    async def _batch_op(request: Request, job_id: int | None, job_types: tuple[str, ...], method: str):
+        """Read the frame body, then ``job.engine.<method>(batch, meta, processing)`` on an awake engine under the
+        job's lock; returns ``(job, result)``."""
+        job = registry.require(job_id, *job_types)
+        tree = await _frame_body(request)
+
+        def call():
+            job.engine.require_awake()
+            return getattr(job.engine, method)(tree.get("batch"), tree.get("meta") or {}, tree.get("processing"))
+
+        return job, await _thread(_locked, job, call, timeout)
+
     @app.post("/forward-backward")
     async def forward_backward(request: Request, job_id: int | None = None):
-        job = registry.require(job_id, "training")
-        tree = await _frame_body(request)
-        out = await _thread(
-            _locked,
-            job,
-            lambda: (
-                job.engine.require_awake()
-                or job.engine.forward_backward(tree.get("batch"), tree.get("meta") or {}, tree.get("processing"))
-            ),
-            timeout,
-        )
+        job, out = await _batch_op(request, job_id, ("training",), "forward_backward")
         return _frame({"job_id": job.job_id, **out})
 
     @app.post("/forward")
     async def forward(request: Request, job_id: int | None = None):
-        job = registry.require(job_id, "training", "log_prob")
-        tree = await _frame_body(request)
-        out = await _thread(
-            _locked,
-            job,
-            lambda: (
-                job.engine.require_awake()
-                or job.engine.forward(tree.get("batch"), tree.get("meta") or {}, tree.get("processing"))
-            ),
-            timeout,
-        )
+        job, out = await _batch_op(request, job_id, ("training", "log_prob"), "forward")
         return _frame({"job_id": job.job_id, "avg_loss": None, **out})
 
     @app.post("/step")
