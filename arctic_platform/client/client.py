@@ -597,6 +597,11 @@ class AsyncArcticRLClient:
         )
 
 
+def _forwarded(name: str) -> property:
+    """A read-only property of :class:`ArcticRLClient` that reads the same attribute of its async client."""
+    return property(lambda self: getattr(self._client, name), doc=f"As :attr:`AsyncArcticRLClient.{name}`.")
+
+
 class ArcticRLClient:
     """Synchronous wrapper of :class:`AsyncArcticRLClient` with the same method names.
 
@@ -633,25 +638,11 @@ class ArcticRLClient:
         with self._lock:
             return self._loop.run_until_complete(coro)
 
-    @property
-    def config(self) -> ArcticRLClientConfig:
-        return self._client.config
-
-    @property
-    def url(self):
-        return self._client.url
-
-    @property
-    def training_job_id(self):
-        return self._client.training_job_id
-
-    @property
-    def sampling_job_id(self):
-        return self._client.sampling_job_id
-
-    @property
-    def log_prob_job_id(self):
-        return self._client.log_prob_job_id
+    config = _forwarded("config")
+    url = _forwarded("url")
+    training_job_id = _forwarded("training_job_id")
+    sampling_job_id = _forwarded("sampling_job_id")
+    log_prob_job_id = _forwarded("log_prob_job_id")
 
     def start(self) -> ArcticRLClient:
         self._run(self._client.start())
@@ -714,13 +705,8 @@ class ArcticRLClient:
     ):
         return self._run(self._client.generate(prompts, sampling_params, routing_key=routing_key, strict=strict))
 
-    @property
-    def capabilities(self) -> tuple[str, ...]:
-        return self._client.capabilities
-
-    @property
-    def retokenize_stats(self) -> dict:
-        return self._client.retokenize_stats
+    capabilities = _forwarded("capabilities")
+    retokenize_stats = _forwarded("retokenize_stats")
 
     def log_probs(self, prompts: list, completions: list | None = None, top_k: int = 1) -> list[dict]:
         return self._run(self._client.log_probs(prompts, completions, top_k))

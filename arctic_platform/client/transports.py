@@ -184,21 +184,31 @@ def _reason(resp) -> str:
     return json.dumps(body)[:2000]
 
 
+def _signal_group(proc: subprocess.Popen, sig: int, fallback) -> None:
+    """``sig`` to the server's process group; ``fallback()`` (the child alone) when the group cannot be signalled."""
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        fallback()
+
+
+async def _signal_and_wait(proc: subprocess.Popen, sig: int, fallback, grace: float) -> None:
+    """:func:`_signal_group`, then poll up to ``grace`` s for the child to exit (without blocking the loop)."""
+    _signal_group(proc, sig, fallback)
+    t0 = time.monotonic()
+    while proc.poll() is None and time.monotonic() - t0 < grace:
+        await asyncio.sleep(0.05)
+
+
 def _terminate(proc: subprocess.Popen, grace: float = 10.0) -> None:
     """SIGTERM the server's process group, wait up to ``grace`` s, then SIGKILL (synchronous; used at exit)."""
     if proc.poll() is not None:
         return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        proc.terminate()
+    _signal_group(proc, signal.SIGTERM, proc.terminate)
     try:
         proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
+        _signal_group(proc, signal.SIGKILL, proc.kill)
         proc.wait(timeout=grace)
 
 
@@ -281,22 +291,10 @@ class LocalServer:
     async def stop(self, grace: float = 10.0) -> None:
         proc = self.proc
         if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                proc.terminate()
-            t0 = time.monotonic()
-            while proc.poll() is None and time.monotonic() - t0 < grace:
-                await asyncio.sleep(0.05)
+            await _signal_and_wait(proc, signal.SIGTERM, proc.terminate, grace)
             if proc.poll() is None:
                 logger.warning("local server pid %d ignored SIGTERM for %.0fs; killing it", proc.pid, grace)
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    proc.kill()
-                t0 = time.monotonic()
-                while proc.poll() is None and time.monotonic() - t0 < grace:
-                    await asyncio.sleep(0.05)
+                await _signal_and_wait(proc, signal.SIGKILL, proc.kill, grace)
         if self._finalizer is not None:
             self._finalizer.detach()
         if self._log is not None:

@@ -103,6 +103,21 @@ def build_fca_case(sizes, prefix_len, *, suffix_lens=None, suffix_max=40, Hkv=2,
     )  # fmt: skip
 
 
+def plain_decode_kwargs(block_tables, seq_lens):
+    """Forest arguments for plain paged decode: every request its own group, an empty prefix, its block-table row
+    as the suffix (on the block tables' device)."""
+    import torch
+
+    B, dev = block_tables.shape[0], block_tables.device
+    return dict(
+        group_starts=torch.arange(B + 1, dtype=torch.int32, device=dev),
+        prefix_block_tables=torch.zeros((B, 1), dtype=torch.int32, device=dev),
+        prefix_lens=torch.zeros(B, dtype=torch.int32, device=dev),
+        suffix_block_tables=block_tables,
+        suffix_lens=seq_lens.int(),
+    )
+
+
 def plain_attention(q, k_cache, v_cache, kw, scale=None):
     """Plain torch at q's dtype (no upcast): per request gather prefix + suffix keys, softmax, weighted sum.
 
@@ -181,5 +196,8 @@ def fca():
     import types
 
     return types.SimpleNamespace(
-        build_case=build_fca_case, plain_attention=plain_attention, assert_close=assert_attention_close
+        build_case=build_fca_case,
+        plain_decode_kwargs=plain_decode_kwargs,
+        plain_attention=plain_attention,
+        assert_close=assert_attention_close,
     )

@@ -68,12 +68,6 @@ def test_metadata_roundtrip_on_gpu(fca):
     packed, lse_p = forest_cascade_attention(q[meta.perm], k, v, **meta.attention_kwargs(), return_lse=True)
     out, lse = torch.empty_like(packed), torch.empty_like(lse_p)
     out[meta.perm], lse[meta.perm] = packed, lse_p
-    plain_kw = dict(
-        group_starts=torch.arange(B + 1, dtype=torch.int32, device="cuda"),
-        prefix_block_tables=torch.zeros((B, 1), dtype=torch.int32, device="cuda"),
-        prefix_lens=torch.zeros(B, dtype=torch.int32, device="cuda"),
-        suffix_block_tables=bt,
-        suffix_lens=seq_lens.int(),
-    )
+    plain_kw = fca.plain_decode_kwargs(bt, seq_lens)
     case = type("Case", (), dict(q=q, k=k, v=v, kw=plain_kw))
     fca.assert_close(out, lse, case, what="forest metadata vs plain paged decode")

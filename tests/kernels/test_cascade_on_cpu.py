@@ -89,13 +89,7 @@ def test_singleton_groups_with_empty_prefix_equal_plain_paged_decode(fca, triton
     k = torch.randn(B * nb + 3, bs, Hkv, D, generator=g).to(dtype)
     v = torch.randn(B * nb + 3, bs, Hkv, D, generator=g).to(dtype)
     q = torch.randn(B, Hkv * qpk, D, generator=g).to(dtype)
-    kw = dict(
-        group_starts=torch.arange(B + 1, dtype=torch.int32),
-        prefix_block_tables=torch.zeros((B, 1), dtype=torch.int32),
-        prefix_lens=torch.zeros(B, dtype=torch.int32),
-        suffix_block_tables=pages,
-        suffix_lens=seq_lens.int(),
-    )
+    kw = fca.plain_decode_kwargs(pages, seq_lens)
     dev = triton_device
     out, lse = forest_cascade_attention(
         q.to(dev), k.to(dev), v.to(dev), **on(dev, kw), return_lse=True, block_n=32, num_splits=2
@@ -231,14 +225,7 @@ def test_kernel_on_built_metadata_equals_plain_decode(fca, triton_device, dtype)
     out = torch.empty_like(packed)
     out[meta.perm] = packed
     # The same batch as plain paged decode: singleton groups, prefix 0, the original block tables as suffixes.
-    B = bt.shape[0]
-    plain_kw = dict(
-        group_starts=torch.arange(B + 1, dtype=torch.int32),
-        prefix_block_tables=torch.zeros((B, 1), dtype=torch.int32),
-        prefix_lens=torch.zeros(B, dtype=torch.int32),
-        suffix_block_tables=bt,
-        suffix_lens=seq_lens.int(),
-    )
+    plain_kw = fca.plain_decode_kwargs(bt, seq_lens)
     lse = torch.empty_like(lse_p)
     lse[meta.perm] = lse_p
     case = type("Case", (), dict(q=q, k=k, v=v, kw=plain_kw))

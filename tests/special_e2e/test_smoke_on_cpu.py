@@ -28,6 +28,36 @@ def _smoke(out: Path, *args: str, timeout: int = 1500) -> subprocess.CompletedPr
     )  # fmt: skip
 
 
+def _main_ppo_runner(out: Path, base_overrides: list[str], **smoke_args):
+    """Make the tiny model and the repeat-digit data under ``out``; return ``run(tag, steps, *overrides)``, which
+    runs verl's main_ppo directly as the smoke launcher builds it (batch 4 x 4 samples, ``smoke_args`` added, e.g.
+    async_mode), logs metrics to ``out/metrics-<tag>.jsonl`` and returns ``(steps, stdout + stderr)``."""
+    import argparse
+
+    from arctic_platform import fixtures, smoke
+    from arctic_platform.integrations.verl.tasks import repeat_digit
+
+    out.mkdir()
+    model = fixtures.make_tiny_model(out / "model", seed=0)
+    train, val = repeat_digit.write_dataset(out / "data", n_val=4)
+
+    def run(tag: str, steps: int, *overrides: str):
+        args = argparse.Namespace(
+            batch=4, n=4, lr=5e-3, poll_interval=0.1, num_cpus=8, seed=0, steps=steps,
+            overrides=[*base_overrides, *overrides], **smoke_args,
+        )  # fmt: skip
+        metrics = out / f"metrics-{tag}.jsonl"
+        env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics), "HYDRA_FULL_ERROR": "1"}
+        r = subprocess.run(
+            smoke.main_ppo_command(out, model, train, val, args),
+            capture_output=True, text=True, timeout=900, env=env, cwd=out,
+        )  # fmt: skip
+        assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+        return smoke.read_steps(metrics), r.stdout + r.stderr
+
+    return run
+
+
 def _metrics(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
@@ -88,31 +118,9 @@ def test_backend_destroyed_when_the_run_fails_after_init(tmp_path):
 def test_validation_checkpoint_and_resume(tmp_path):
     """save_freq writes backend checkpoints under verl's step folder; resume_mode=auto loads them on the server
     and the run continues with the right policy version; validation keeps rollout tags on the synced version."""
-    import argparse
-
-    from arctic_platform import fixtures, smoke
-    from arctic_platform.integrations.verl.tasks import repeat_digit
-
     out = tmp_path / "resume"
-    out.mkdir()
-    model = fixtures.make_tiny_model(out / "model", seed=0)
-    train, val = repeat_digit.write_dataset(out / "data", n_val=4)
-
-    def run(steps: int, *extra: str):
-        args = argparse.Namespace(
-            batch=4, n=4, lr=5e-3, poll_interval=0.1, num_cpus=8, seed=0, steps=steps,
-            overrides=["trainer.save_freq=2", "trainer.resume_mode=auto", *extra],
-        )  # fmt: skip
-        metrics = out / f"metrics-{steps}.jsonl"
-        env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics), "HYDRA_FULL_ERROR": "1"}
-        r = subprocess.run(
-            smoke.main_ppo_command(out, model, train, val, args),
-            capture_output=True, text=True, timeout=900, env=env, cwd=out,
-        )  # fmt: skip
-        assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-        return smoke.read_steps(metrics), r.stdout + r.stderr
-
-    steps, _ = run(2, "trainer.val_before_train=true", "trainer.test_freq=2")
+    run = _main_ppo_runner(out, ["trainer.save_freq=2", "trainer.resume_mode=auto"])
+    steps, _ = run("first", 2, "trainer.val_before_train=true", "trainer.test_freq=2")
     assert sorted(steps) == [0, 1, 2] or sorted(steps) == [1, 2]  # step 0 carries the initial validation
     assert any(k.startswith("val-core/") for k in steps[2])
     assert steps[2]["training/off_policy/trajectory_staleness_worst/max"] == 0
@@ -121,7 +129,7 @@ def test_validation_checkpoint_and_resume(tmp_path):
     actor = ckpt / "actor"
     assert (actor / "latest").exists() and any(actor.glob("checkpoint-2*"))
 
-    steps, log = run(3)
+    steps, log = run("resumed", 3)
     assert "Resuming from" in log and "global_step_2" in log
     assert sorted(steps) == [3]
     assert steps[3]["actor/policy_version"] == 2  # on_init_end synced the resumed weights as version 2
@@ -193,30 +201,8 @@ def test_async_validation_checkpoint_and_resume_with_queued_batches(tmp_path):
     """Async save at step 2 also saves verl's TransferQueue state (the batch of step 3 is generating then); resuming
     from it restores those prompt groups (finished ones kept, in-flight ones re-issued) and the sampler's policy
     version; validation (test_freq) runs in async mode."""
-    import argparse
-
-    from arctic_platform import fixtures, smoke
-    from arctic_platform.integrations.verl.tasks import repeat_digit
-
     out = tmp_path / "resume_async"
-    out.mkdir()
-    model = fixtures.make_tiny_model(out / "model", seed=0)
-    train, val = repeat_digit.write_dataset(out / "data", n_val=4)
-
-    def run(tag: str, steps: int, *extra: str):
-        args = argparse.Namespace(
-            batch=4, n=4, lr=5e-3, poll_interval=0.1, num_cpus=8, seed=0, steps=steps, async_mode=True,
-            max_staleness=1, overrides=["trainer.save_freq=2", *extra],
-        )  # fmt: skip
-        metrics = out / f"metrics-{tag}.jsonl"
-        env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics), "HYDRA_FULL_ERROR": "1"}
-        r = subprocess.run(
-            smoke.main_ppo_command(out, model, train, val, args),
-            capture_output=True, text=True, timeout=900, env=env, cwd=out,
-        )  # fmt: skip
-        assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-        return smoke.read_steps(metrics), r.stdout + r.stderr
-
+    run = _main_ppo_runner(out, ["trainer.save_freq=2"], async_mode=True, max_staleness=1)
     steps, _ = run("first", 3, "trainer.test_freq=2")
     assert any(k.startswith("val-core/") for k in steps[2])
     assert all(steps[s]["training/off_policy/trajectory_staleness_worst/max"] <= 1 for s in (1, 2, 3))

@@ -36,6 +36,17 @@ def _mode_name(mode) -> str:
     return str(name).strip().upper()
 
 
+def _json_object(name: str, text: str) -> dict:
+    """``text`` parsed as a JSON object; a ValueError naming ``name`` when it is not valid JSON or not an object."""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{name} is not valid JSON: {text!r}") from e
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{name} must be a JSON object, got {text!r}")
+    return parsed
+
+
 def fca_engine_overrides(engine_kwargs: dict, *, fca_enabled: bool) -> dict:
     """vLLM engine kwargs with forest cascade attention (FCA) actually able to run; the input is never mutated.
 
@@ -72,12 +83,7 @@ def fca_engine_overrides(engine_kwargs: dict, *, fca_enabled: bool) -> dict:
     if cfg is None:
         out["forest_cascade_attn_configs"] = "{}"
     elif isinstance(cfg, str):
-        try:
-            parsed = json.loads(cfg)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"forest_cascade_attn_configs is not valid JSON: {cfg!r}") from e
-        if not isinstance(parsed, dict):
-            raise ValueError(f"forest_cascade_attn_configs must be a JSON object, got {cfg!r}")
+        _json_object("forest_cascade_attn_configs", cfg)  # checked; the string itself is passed on
     elif not isinstance(cfg, dict):
         raise TypeError(f"forest_cascade_attn_configs must be a JSON object string or dict, got {type(cfg).__name__}")
     if out.get("enforce_eager"):
@@ -86,12 +92,7 @@ def fca_engine_overrides(engine_kwargs: dict, *, fca_enabled: bool) -> dict:
     if cc is None:
         cc = {}
     elif isinstance(cc, str):
-        try:
-            cc = json.loads(cc)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"compilation_config is not valid JSON: {cc!r}") from e
-        if not isinstance(cc, dict):
-            raise ValueError(f"compilation_config must be a JSON object, got {out['compilation_config']!r}")
+        cc = _json_object("compilation_config", cc)
     elif isinstance(cc, dict):
         cc = dict(cc)  # only a top-level key changes: a shallow copy keeps the caller's dict (and its values) intact
     else:

@@ -34,34 +34,26 @@ def register(app: FastAPI, ctx: AppContext) -> None:
     _frame_body = frame_body_reader(ctx.settings)
 
     # ---- training ----
+    async def _batch_op(request: Request, job_id: int | None, job_types: tuple[str, ...], method: str):
+        """Read the frame body, then ``job.engine.<method>(batch, meta, processing)`` on an awake engine under the
+        job's lock; returns ``(job, result)``."""
+        job = registry.require(job_id, *job_types)
+        tree = await _frame_body(request)
+
+        def call():
+            job.engine.require_awake()
+            return getattr(job.engine, method)(tree.get("batch"), tree.get("meta") or {}, tree.get("processing"))
+
+        return job, await _thread(_locked, job, call, timeout)
+
     @app.post("/forward-backward")
     async def forward_backward(request: Request, job_id: int | None = None):
-        job = registry.require(job_id, "training")
-        tree = await _frame_body(request)
-        out = await _thread(
-            _locked,
-            job,
-            lambda: (
-                job.engine.require_awake()
-                or job.engine.forward_backward(tree.get("batch"), tree.get("meta") or {}, tree.get("processing"))
-            ),
-            timeout,
-        )
+        job, out = await _batch_op(request, job_id, ("training",), "forward_backward")
         return _frame({"job_id": job.job_id, **out})
 
     @app.post("/forward")
     async def forward(request: Request, job_id: int | None = None):
-        job = registry.require(job_id, "training", "log_prob")
-        tree = await _frame_body(request)
-        out = await _thread(
-            _locked,
-            job,
-            lambda: (
-                job.engine.require_awake()
-                or job.engine.forward(tree.get("batch"), tree.get("meta") or {}, tree.get("processing"))
-            ),
-            timeout,
-        )
+        job, out = await _batch_op(request, job_id, ("training", "log_prob"), "forward")
         return _frame({"job_id": job.job_id, "avg_loss": None, **out})
 
     @app.post("/step")
@@ -99,15 +91,16 @@ def register(app: FastAPI, ctx: AppContext) -> None:
         return {"job_id": job.job_id, **out}
 
     # ---- training / log_prob memory: offload ("sleep") and reload ("wake") the torch engines ----
-    async def _offload(job_id: int | None, job_type: str, mode: str) -> dict:
+    async def _engine_op(job_id: int | None, job_type: str, op: str, mode: str = "all") -> dict:
+        """Run ``job.engine.<op>`` (``offload(mode)``, ``reload()`` or ``empty_cache()``) under the job's lock."""
         job = registry.require(job_id, job_type)
-        out = await _thread(_locked, job, lambda: job.engine.offload(mode), timeout)
-        events.info("sleep: %s job %s offloaded (mode %s)", job_type, job.job_id, mode)
-        return {"job_id": job.job_id, "workers": [out]}
 
-    async def _reload(job_id: int | None, job_type: str) -> dict:
-        job = registry.require(job_id, job_type)
-        out = await _thread(_locked, job, lambda: job.engine.reload(), timeout)
+        def call():  # job.engine is read under the lock
+            return job.engine.offload(mode) if op == "offload" else getattr(job.engine, op)()
+
+        out = await _thread(_locked, job, call, timeout)
+        if op == "offload":
+            events.info("sleep: %s job %s offloaded (mode %s)", job_type, job.job_id, mode)
         return {"job_id": job.job_id, "workers": [out]}
 
     @app.post("/sleep-training")
@@ -117,29 +110,24 @@ def register(app: FastAPI, ctx: AppContext) -> None:
             mode = _model(SleepTrainingRequest, body).mode
         if mode not in SLEEP_TRAINING_MODES:
             raise RequestError(f"mode {mode!r} is not one of {list(SLEEP_TRAINING_MODES)}", 422)
-        return await _offload(job_id, "training", mode)
+        return await _engine_op(job_id, "training", "offload", mode)
 
-    @app.post("/wake-training")
-    async def wake_training(request: Request, job_id: int | None = None):
-        await _json_body(request)
-        return await _reload(job_id, "training")
+    def _bodyless_route(job_type: str, op: str):
+        """A route with no body arguments: an empty body or any well-formed JSON body (checked, then ignored)."""
 
-    @app.post("/sleep-log-prob")
-    async def sleep_log_prob(request: Request, job_id: int | None = None):
-        await _json_body(request)
-        return await _offload(job_id, "log_prob", "all")
+        async def route(request: Request, job_id: int | None = None):
+            await _json_body(request)
+            return await _engine_op(job_id, job_type, op)
 
-    @app.post("/wake-log-prob")
-    async def wake_log_prob(request: Request, job_id: int | None = None):
-        await _json_body(request)
-        return await _reload(job_id, "log_prob")
+        return route
 
-    @app.post("/empty-training-cache")
-    async def empty_training_cache(request: Request, job_id: int | None = None):
-        await _json_body(request)
-        job = registry.require(job_id, "training")
-        out = await _thread(_locked, job, lambda: job.engine.empty_cache(), timeout)
-        return {"job_id": job.job_id, "workers": [out]}
+    for path, job_type, op in (
+        ("/wake-training", "training", "reload"),
+        ("/sleep-log-prob", "log_prob", "offload"),
+        ("/wake-log-prob", "log_prob", "reload"),
+        ("/empty-training-cache", "training", "empty_cache"),
+    ):
+        app.post(path, name=path[1:].replace("-", "_"))(_bodyless_route(job_type, op))
 
 
 def _resolve_checkpoint(job: Job, path: str | None, step: int | None) -> Path:

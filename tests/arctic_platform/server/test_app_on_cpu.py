@@ -19,7 +19,7 @@ import torch
 from arctic_platform import wire
 
 OCTET = {"Content-Type": "application/octet-stream"}
-P, R = 4, 4
+P, R = 4, 4  # the prompt / response columns of the conftest's train_batch
 MAX_BODY = 2_000_000
 
 
@@ -74,20 +74,6 @@ def _post_frame(http, path, job_id, tree):
     return http.post(path, params={"job_id": job_id}, content=wire.encode(tree), headers=OCTET)
 
 
-def _batch():
-    ids = torch.tensor([[0, 0, 5, 6, 7, 8, 9, 0], [1, 2, 3, 4, 10, 11, 0, 0]])
-    mask = torch.tensor([[0, 0, 1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1, 0, 0]])
-    return {
-        "input_ids": ids,
-        "attention_mask": mask,
-        "prompts": ids[:, :P],
-        "responses": ids[:, P:],
-        "response_mask": mask[:, P:],
-        "old_log_probs": torch.full((2, R), -5.7),
-        "advantages": torch.tensor([[1.0] * R, [-1.0] * R]),
-    }
-
-
 META = {"actor_config": {"loss_agg_mode": "token-mean"}, "temperature": 1.0, "max_prompt_len": P}
 
 
@@ -107,17 +93,17 @@ def test_health_status_job(http, jobs):
     assert info["status"] == "RUNNING" and info["reason"] == "" and info["checkpoint_path"].endswith("arctic_rl_job_3")
 
 
-def test_forward_training_and_log_prob_jobs(http, jobs):
+def test_forward_training_and_log_prob_jobs(http, jobs, train_batch):
     for jt in ("training", "log_prob"):
-        r = _post_frame(http, "/forward", jobs[jt], {"batch": _batch(), "meta": {"calculate_entropy": True}})
+        r = _post_frame(http, "/forward", jobs[jt], {"batch": train_batch, "meta": {"calculate_entropy": True}})
         assert r.status_code == 200 and r.headers["content-type"] == "application/octet-stream"
         out = wire.decode(r.content)
         assert out["job_id"] == jobs[jt]
         assert out["batch"]["logprobs"].shape == (2, P + R) and out["batch"]["entropy"].shape == (2, P + R)
 
 
-def test_forward_backward_step_and_weight_sync(http, jobs):
-    r = _post_frame(http, "/forward-backward", jobs["training"], {"batch": _batch(), "meta": META})
+def test_forward_backward_step_and_weight_sync(http, jobs, train_batch):
+    r = _post_frame(http, "/forward-backward", jobs["training"], {"batch": train_batch, "meta": META})
     assert r.status_code == 200, r.text
     out = wire.decode(r.content)
     assert set(out["metrics"]) == {
@@ -257,15 +243,15 @@ def test_save_and_load_checkpoint(http, jobs, server):
     assert r.status_code == 404 and "no checkpoint" in r.json()["detail"]
 
 
-def test_training_and_log_prob_sleep_wake_cache(http, jobs):
+def test_training_and_log_prob_sleep_wake_cache(http, jobs, train_batch):
     tid, lid = jobs["training"], jobs["log_prob"]
     out = http.post("/sleep-training", params={"job_id": tid}, json={"mode": "all"}).json()
     assert out["job_id"] == tid and out["workers"][0]["offloaded"] is True
-    r = _post_frame(http, "/forward", tid, {"batch": _batch(), "meta": {}})
+    r = _post_frame(http, "/forward", tid, {"batch": train_batch, "meta": {}})
     assert r.status_code == 409 and "offloaded" in r.json()["detail"]  # asleep: refused, not silently served
     assert http.post("/step", params={"job_id": tid}, json={}).status_code == 409
     assert http.post("/wake-training", params={"job_id": tid}, json={}).json()["workers"][0]["reloaded"] is True
-    assert _post_frame(http, "/forward", tid, {"batch": _batch(), "meta": {}}).status_code == 200
+    assert _post_frame(http, "/forward", tid, {"batch": train_batch, "meta": {}}).status_code == 200
     _refused(http, http.post("/sleep-training", params={"job_id": tid, "mode": "bogus"}), 422, "mode")
     assert http.post("/empty-training-cache", params={"job_id": tid}).json()["workers"][0]["emptied"] is True
     assert http.post("/sleep-log-prob", params={"job_id": lid}).json()["workers"][0]["offloaded"] is True
@@ -350,15 +336,15 @@ def test_malformed_bodies(http, jobs):
     _refused(http, http.post("/destroy", params={"job_id": tid}, json={}), 422, "job_type")
 
 
-def test_wrong_type_unknown_job_missing_id(http, jobs):
+def test_wrong_type_unknown_job_missing_id(http, jobs, train_batch):
     _refused(
         http,
-        _post_frame(http, "/forward-backward", jobs["sampling"], {"batch": _batch(), "meta": META}),
+        _post_frame(http, "/forward-backward", jobs["sampling"], {"batch": train_batch, "meta": META}),
         400,
         "sampling job",
     )
     _refused(http, http.post("/step", params={"job_id": jobs["log_prob"]}, json={}), 400, "log_prob job")
-    _refused(http, _post_frame(http, "/forward", 999, {"batch": _batch(), "meta": {}}), 404, "unknown job id 999")
+    _refused(http, _post_frame(http, "/forward", 999, {"batch": train_batch, "meta": {}}), 404, "unknown job id 999")
     _refused(http, http.get("/job/999"), 404, "unknown job id")
     _refused(http, http.post("/step", json={}), 422, "job_id")
     _refused(http, http.post("/step", params={"job_id": "abc"}, json={}), 422, "job_id")
@@ -370,9 +356,9 @@ def test_wrong_type_unknown_job_missing_id(http, jobs):
     )
 
 
-def test_schema_and_loss_config_errors(http, jobs):
+def test_schema_and_loss_config_errors(http, jobs, train_batch):
     tid = jobs["training"]
-    b = _batch()
+    b = train_batch
     bad = dict(b, advantages=torch.zeros(2, R + 1))
     _refused(
         http,

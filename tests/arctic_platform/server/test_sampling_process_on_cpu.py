@@ -16,12 +16,11 @@ import time
 
 import httpx
 import pytest
-import torch
 
 from arctic_platform import wire
 
 OCTET = {"Content-Type": "application/octet-stream"}
-P, R = 4, 4
+P = 4  # the prompt columns of the conftest's train_batch
 PROMPT = [1, 294, 201, 297]
 SP = {"temperature": 1.0, "max_tokens": 8, "seed": 5, "ignore_eos": True}
 
@@ -77,18 +76,7 @@ def _generate(http, jid: int) -> dict:
     return r.json()
 
 
-def _train_step(http, jid: int) -> None:
-    ids = torch.tensor([[0, 0, 5, 6, 7, 8, 9, 0], [1, 2, 3, 4, 10, 11, 0, 0]])
-    mask = torch.tensor([[0, 0, 1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1, 0, 0]])
-    batch = {
-        "input_ids": ids,
-        "attention_mask": mask,
-        "prompts": ids[:, :P],
-        "responses": ids[:, P:],
-        "response_mask": mask[:, P:],
-        "old_log_probs": torch.full((2, R), -5.7),
-        "advantages": torch.tensor([[1.0] * R, [-1.0] * R]),
-    }
+def _train_step(http, jid: int, batch: dict) -> None:
     meta = {"actor_config": {"loss_agg_mode": "token-mean"}, "temperature": 1.0, "max_prompt_len": P}
     tree = {"batch": batch, "meta": meta}
     r = http.post("/forward-backward", params={"job_id": jid}, content=wire.encode(tree), headers=OCTET)
@@ -96,7 +84,7 @@ def _train_step(http, jid: int) -> None:
     assert http.post("/step", params={"job_id": jid}, json={}).status_code == 200
 
 
-def test_weight_sync_reaches_the_sampling_process_and_destroy_ends_it(http, server):
+def test_weight_sync_reaches_the_sampling_process_and_destroy_ends_it(http, server, train_batch):
     # the in-process engine's sequence for the same seed (extensions.sampling_process=false overrides the flag)
     local = _start(http, {"job_type": "sampling", "seed": 3, "extensions": {"sampling_process": False}})
     assert local["engine_pid"] is None
@@ -123,7 +111,7 @@ def test_weight_sync_reaches_the_sampling_process_and_destroy_ends_it(http, serv
     norms = {"training_job_id": tid, "sampling_job_id": sid}
     n0 = http.post("/weight-norm", json=norms).json()
     assert n0["training_norm"] == n0["sampling_norm"] and n0["sampling_num_params"] == n0["training_num_params"]
-    _train_step(http, tid)
+    _train_step(http, tid, train_batch)
     n1 = http.post("/weight-norm", json=norms).json()
     assert n1["training_norm"] != n1["sampling_norm"]  # trained, not yet synced
 

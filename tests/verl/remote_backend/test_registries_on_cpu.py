@@ -9,38 +9,14 @@ from verl.remote_backend import RemoteBackend, RemoteBackendRegistry
 from verl.remote_backend.worker_utils import normalize_backend_metrics
 from verl.utils.metric import AggregationType, Metric
 
-
-@pytest.fixture(autouse=True)
-def fresh_registry(monkeypatch):
-    """Isolate each test from the process-wide registry (and restore it afterwards)."""
-    monkeypatch.setattr(RemoteBackendRegistry, "_backends", dict(RemoteBackendRegistry._backends))
-    monkeypatch.setattr(RemoteBackendRegistry, "_worker_loaders", dict(RemoteBackendRegistry._worker_loaders))
-    monkeypatch.setattr(RemoteBackendRegistry, "_resolved_workers", dict(RemoteBackendRegistry._resolved_workers))
+# each test runs on its own copy of the process-wide registry (tests/verl/conftest.py), restored afterwards
+pytestmark = pytest.mark.usefixtures("remote_backend_registry")
 
 
-class _Backend(RemoteBackend):
-    @classmethod
-    def from_config(cls, main_config, *, handle=None):
-        return cls()
-
-    def reconnect_handle(self):
-        return {"x": 1}
-
-    def destroy(self):
-        return None
-
-    async def update_weights(self):
-        return {}
-
-    async def save_checkpoint(self):
-        return {}
-
-    def requires_single_forwarder(self):
-        return True
-
-
-class _OtherBackend(_Backend):
-    pass
+@pytest.fixture
+def other_backend_cls(plugin_backend_cls):
+    """A second backend class, distinct from the conftest's test plugin."""
+    return type("OtherBackend", (plugin_backend_cls,), {})
 
 
 def test_abc_members_are_abstract():
@@ -56,22 +32,22 @@ def test_abc_members_are_abstract():
     }
 
 
-def test_register_same_class_twice_is_noop_and_returns_class():
-    assert RemoteBackendRegistry.register("t_same")(_Backend) is _Backend
-    assert RemoteBackendRegistry.register("t_same")(_Backend) is _Backend
-    assert RemoteBackendRegistry.get("t_same") is _Backend
+def test_register_same_class_twice_is_noop_and_returns_class(plugin_backend_cls):
+    assert RemoteBackendRegistry.register("t_same")(plugin_backend_cls) is plugin_backend_cls
+    assert RemoteBackendRegistry.register("t_same")(plugin_backend_cls) is plugin_backend_cls
+    assert RemoteBackendRegistry.get("t_same") is plugin_backend_cls
 
 
-def test_register_collision_raises():
-    RemoteBackendRegistry.register("t_coll")(_Backend)
+def test_register_collision_raises(plugin_backend_cls, other_backend_cls):
+    RemoteBackendRegistry.register("t_coll")(plugin_backend_cls)
     with pytest.raises(ValueError, match="already registered") as exc:
-        RemoteBackendRegistry.register("t_coll")(_OtherBackend)
+        RemoteBackendRegistry.register("t_coll")(other_backend_cls)
     assert str(exc.value).startswith("Remote backend name 't_coll' is already registered to ")
-    assert RemoteBackendRegistry.get("t_coll") is _Backend
+    assert RemoteBackendRegistry.get("t_coll") is plugin_backend_cls
 
 
-def test_unknown_backend_keyerror_lists_registered():
-    RemoteBackendRegistry.register("t_known")(_Backend)
+def test_unknown_backend_keyerror_lists_registered(plugin_backend_cls):
+    RemoteBackendRegistry.register("t_known")(plugin_backend_cls)
     with pytest.raises(KeyError, match="Unknown remote backend") as exc:
         RemoteBackendRegistry.get("nope")
     msg = exc.value.args[0]
@@ -79,9 +55,9 @@ def test_unknown_backend_keyerror_lists_registered():
     assert "'t_known'" in msg and "VERL_USE_EXTERNAL_MODULES=" in msg
 
 
-def test_list_is_sorted():
-    RemoteBackendRegistry.register("t_b")(_Backend)
-    RemoteBackendRegistry.register("t_a")(_OtherBackend)
+def test_list_is_sorted(plugin_backend_cls, other_backend_cls):
+    RemoteBackendRegistry.register("t_b")(plugin_backend_cls)
+    RemoteBackendRegistry.register("t_a")(other_backend_cls)
     names = RemoteBackendRegistry.list()
     assert names == sorted(names) and {"t_a", "t_b"} <= set(names)
 

@@ -10,8 +10,6 @@ import re
 
 import pytest
 
-from verl.remote_backend import RemoteBackend, RemoteBackendRegistry
-from verl.single_controller.base import Worker
 from verl.trainer.ppo.v1 import PPOTrainerRemoteBackend
 from verl.trainer.ppo.v1.remote_backend_async import (
     ASYNC_TRAINER_MODE,
@@ -34,44 +32,10 @@ BASE = [
 ASYNC = ["+remote_backend.async_rollout.enable=true"]
 
 
-class Forwarder(Worker):
-    pass
-
-
-class TBackend(RemoteBackend):
-    instances: list = []
-
-    @classmethod
-    def from_config(cls, main_config, *, handle=None):
-        inst = cls()
-        cls.instances.append(inst)
-        return inst
-
-    def reconnect_handle(self):
-        return {"name": "t_async"}
-
-    def destroy(self):
-        pass
-
-    async def update_weights(self):
-        return {}
-
-    async def save_checkpoint(self):
-        return {}
-
-    def requires_single_forwarder(self):
-        return True
-
-
 @pytest.fixture
-def backend(monkeypatch):
-    monkeypatch.setattr(RemoteBackendRegistry, "_backends", dict(RemoteBackendRegistry._backends))
-    monkeypatch.setattr(RemoteBackendRegistry, "_worker_loaders", dict(RemoteBackendRegistry._worker_loaders))
-    monkeypatch.setattr(RemoteBackendRegistry, "_resolved_workers", dict(RemoteBackendRegistry._resolved_workers))
-    TBackend.instances = []
-    RemoteBackendRegistry._backends["t_async"] = TBackend
-    RemoteBackendRegistry._worker_loaders["t_async"] = lambda: Forwarder
-    return TBackend
+def backend(register_backend):
+    """The conftest's test plugin backend (+ its forwarder) under 't_async', in an isolated copy of the registry."""
+    return register_backend("t_async")
 
 
 def test_sync_mode_is_the_default_and_unchanged(compose, backend):

@@ -2,16 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """PPOTrainerRemoteBackend, the PPOTrainer hooks and arctic-verl's fixes of PR #7102 defects 1-4, 6, 7.
 
-The backends and forwarder below are test plugins (what a plugin registers), not stand-ins for verl: the trainer,
-registries, config and resource-pool manager are the installed patched verl.
+The backend and forwarder (tests/verl/conftest.py) are test plugins (what a plugin registers), not stand-ins for
+verl: the trainer, registries, config and resource-pool manager are the installed patched verl.
 """
 
 import asyncio
+import functools
 
 import pytest
 
-from verl.remote_backend import RemoteBackend, RemoteBackendRegistry
-from verl.single_controller.base import Worker
 from verl.trainer.ppo.utils import Role
 from verl.trainer.ppo.v1 import PPOTrainerRemoteBackend, PPOTrainerSync, get_trainer_cls
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer
@@ -28,64 +27,11 @@ BASE = [
 ]
 
 
-class Forwarder(Worker):
-    pass
-
-
-class TBackend(RemoteBackend):
-    instances: list = []
-
-    def __init__(self):
-        self.destroyed = 0
-
-    @classmethod
-    def from_config(cls, main_config, *, handle=None):
-        inst = cls()
-        cls.instances.append(inst)
-        return inst
-
-    def reconnect_handle(self):
-        return {"name": "t_backend", "pid": 1}
-
-    def destroy(self):
-        self.destroyed += 1
-
-    async def update_weights(self):
-        return {}
-
-    async def save_checkpoint(self):
-        return {}
-
-    def requires_single_forwarder(self):
-        return True
-
-
-class AsyncDestroyBackend(TBackend):
-    async def destroy(self):
-        await asyncio.sleep(0)
-        self.destroyed += 1
-
-
-class GpuCountingBackend(TBackend):
-    def num_gpus(self):
-        return 8
-
-
 @pytest.fixture
-def backend(monkeypatch):
-    """Register the test backend + forwarder under 't_backend' in an isolated copy of the registry."""
-    monkeypatch.setattr(RemoteBackendRegistry, "_backends", dict(RemoteBackendRegistry._backends))
-    monkeypatch.setattr(RemoteBackendRegistry, "_worker_loaders", dict(RemoteBackendRegistry._worker_loaders))
-    monkeypatch.setattr(RemoteBackendRegistry, "_resolved_workers", dict(RemoteBackendRegistry._resolved_workers))
-
-    def use(cls=TBackend, worker=True):
-        cls.instances = []
-        RemoteBackendRegistry._backends["t_backend"] = cls
-        if worker:
-            RemoteBackendRegistry._worker_loaders["t_backend"] = lambda: Forwarder
-        return cls
-
-    return use
+def backend(register_backend):
+    """``backend(cls=<the conftest's plugin backend>, worker=True)``: register it (+ a forwarder) under 't_backend'
+    in an isolated copy of the registry; returns the class."""
+    return functools.partial(register_backend, "t_backend")
 
 
 def test_trainer_registry_dispatch():
@@ -128,10 +74,9 @@ def test_construct_hooks_and_pinned_sync_mode(compose, backend):
     assert cls.instances[0].destroyed == 1
 
 
-def test_name_from_group_is_copied_into_trainer(compose, backend, plugin_conf_dir):
+def test_name_from_group_is_copied_into_trainer(compose, backend, register_backend, plugin_conf_dir):
     backend()
-    RemoteBackendRegistry._backends["dummy"] = TBackend
-    RemoteBackendRegistry._worker_loaders["dummy"] = lambda: Forwarder
+    register_backend("dummy")
     cfg = compose([f"hydra.searchpath=[file://{plugin_conf_dir}]", "remote_backend=dummy"] + BASE[1:])
     assert cfg.trainer.remote_backend is None
     trainer = PPOTrainerRemoteBackend(cfg)
@@ -179,12 +124,12 @@ def test_bad_config_fails_before_backend_exists(compose, backend, overrides, mes
         ),
     ],
 )
-def test_forwarder_replaces_the_role_the_base_mapped(compose, backend, overrides, mapped):
+def test_forwarder_replaces_the_role_the_base_mapped(compose, backend, plugin_forwarder_cls, overrides, mapped):
     backend()
     trainer = PPOTrainerRemoteBackend(compose(BASE + overrides))
     trainer._init_resource_pool_mgr()
     assert set(trainer.role_worker_mapping) & {Role.ActorRollout, Role.ActorRolloutRef} == {mapped}
-    assert trainer.role_worker_mapping[mapped].__ray_actor_class__ is Forwarder
+    assert trainer.role_worker_mapping[mapped].__ray_actor_class__ is plugin_forwarder_cls
     # what _setup does next must not KeyError (PR #7102 mapped ActorRolloutRef under LoRA)
     assert trainer.resource_pool_manager.get_resource_pool is not None
     assert trainer.resource_pool_manager.mapping[mapped] == "global_pool"
@@ -227,12 +172,16 @@ def test_single_forwarder_required(compose, backend):
     trainer._destroy_backend()
 
 
-def test_throughput_uses_backend_gpu_count(compose, backend, caplog):
+def test_throughput_uses_backend_gpu_count(compose, backend, plugin_backend_cls, caplog):
+    class GpuCountingBackend(plugin_backend_cls):
+        def num_gpus(self):
+            return 8
+
     backend(GpuCountingBackend)
     trainer = PPOTrainerRemoteBackend(compose(BASE))
     assert trainer._get_n_gpus_for_throughput() == 8
     trainer._destroy_backend()
-    backend(TBackend)
+    backend()
     trainer = PPOTrainerRemoteBackend(compose(BASE))
     with caplog.at_level("WARNING"):
         assert trainer._get_n_gpus_for_throughput() == 1
@@ -248,9 +197,14 @@ def test_backend_destroyed_when_init_of_trainer_fails(compose, backend):
     assert [b.destroyed for b in cls.instances] == [1]
 
 
-@pytest.mark.parametrize("backend_cls", [TBackend, AsyncDestroyBackend], ids=["sync-destroy", "async-destroy"])
-def test_backend_destroyed_when_setup_fails(compose, backend, backend_cls, tmp_path):
-    cls = backend(backend_cls)
+@pytest.mark.parametrize("async_destroy", [False, True], ids=["sync-destroy", "async-destroy"])
+def test_backend_destroyed_when_setup_fails(compose, backend, plugin_backend_cls, async_destroy, tmp_path):
+    class AsyncDestroyBackend(plugin_backend_cls):
+        async def destroy(self):
+            await asyncio.sleep(0)
+            self.destroyed += 1
+
+    cls = backend(AsyncDestroyBackend if async_destroy else plugin_backend_cls)
     trainer = PPOTrainerRemoteBackend(compose(BASE + [f"actor_rollout_ref.model.path={tmp_path}/no-such-model"]))
     with pytest.raises(Exception):  # noqa: B017 - any setup failure (here: the tokenizer cannot load)
         trainer.init()
