@@ -60,6 +60,7 @@ class GenerateCoalescer:
         key = json.dumps(params, sort_keys=True, default=str)
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
+        fut.add_done_callback(_retrieve)  # a caller that gave up leaves no "exception never retrieved" behind
         bucket = self._buckets.setdefault(key, [])
         bucket.append((prompt, fut))
         if len(bucket) >= self.max_prompts:
@@ -100,6 +101,11 @@ class GenerateCoalescer:
         for (_, fut), result in zip(batch, results, strict=True):
             if not fut.done():
                 fut.set_result(result)
+
+
+def _retrieve(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _fail(batch, error: BaseException) -> None:

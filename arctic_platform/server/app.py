@@ -32,35 +32,10 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from .engines import GenerateItem, RequestError, SamplingEngine, weight_norm  # noqa: F401
 from .jobs import JobRegistry, ServerLimits
 from .routes import admin, sampling, training
 from .routes import jobs as job_routes
-from .routes._common import (  # noqa: F401 - the helpers' former home: importable from here as before
-    OCTET,
-    AppContext,
-    Guard,
-    _content_type,
-    _err,
-    _frame,
-    _json_body,
-    _locked,
-    _model,
-    _thread,
-    events,
-    install_error_handlers,
-    logger,
-)
-from .routes.admin import LEGACY_PATHS  # noqa: F401
-from .routes.sampling import (  # noqa: F401
-    _HARMLESS_EXTRAS,
-    _NEUTRAL_EXTRAS,
-    GenerateBatcher,
-    SamplingParams,
-    _generate_items,
-    _unsupported_params,
-)
-from .routes.training import _resolve_checkpoint  # noqa: F401
+from .routes._common import AppContext, Guard, _thread, install_error_handlers
 
 
 @dataclass

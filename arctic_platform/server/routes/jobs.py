@@ -81,14 +81,10 @@ def register(app: FastAPI, ctx: AppContext) -> None:
         if req.job_type != job.job_type:
             raise RequestError(f"job {job_id} is a {job.job_type} job, not {req.job_type}", 400)
         served = ""
-        if job.batcher is not None:
+        if job.batcher is not None:  # kept, closed: a /generate that races the destroy gets its 409
             b = job.batcher
             served = f" (served {b.requests} generate request(s) in {b.batches} engine batch(es))"
             b.close()
-            job.batcher = None
         await _thread(registry.destroy, job, "destroyed by a client")
-        if job.batcher is not None:  # a /generate that arrived while the engine was being destroyed
-            job.batcher.close()
-            job.batcher = None
         events.info("destroy: %s job %s destroyed by a client%s", job.job_type, job_id, served)
         return {"job_id": job_id, "status": job.status}

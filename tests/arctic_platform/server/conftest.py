@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 
@@ -25,3 +27,22 @@ def train_batch() -> dict:
         "old_log_probs": torch.full((2, r), -5.7),
         "advantages": torch.tensor([[1.0] * r, [-1.0] * r]),
     }
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_process_dead(pid: int, timeout: float = 60) -> bool:
+    """Poll until ``pid`` is dead; False if it still runs after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while process_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True

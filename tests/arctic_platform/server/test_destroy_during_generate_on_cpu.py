@@ -22,7 +22,7 @@ import time
 import httpx
 import pytest
 
-from .test_sampling_process_on_cpu import _alive, _wait_dead
+from .conftest import process_alive, wait_process_dead
 
 PROMPT = [1, 294, 201, 297]
 ROWS, MAX_TOKENS = 256, 2000  # four engine batches of 64 rows x 2000 tokens: a minute or more of decoding on CPU
@@ -60,7 +60,7 @@ async def test_destroy_aborts_the_generate_in_flight_and_ends_the_engine(
             info = await _start_sampling(c)
             jid, pid = info["job_id"], info["engine_pid"]
             if sampling_process:
-                assert isinstance(pid, int) and _alive(pid), info
+                assert isinstance(pid, int) and process_alive(pid), info
             else:
                 assert pid is None, info
             sp = {"temperature": 1.0, "max_tokens": MAX_TOKENS, "ignore_eos": True, "seed": 5}
@@ -101,7 +101,7 @@ async def test_destroy_aborts_the_generate_in_flight_and_ends_the_engine(
             await asyncio.sleep(0.2)
             assert await _sampling_busy_s(c) == b1, "an engine call is still running after /destroy returned"
             if sampling_process:
-                assert _wait_dead(pid), f"the sampling process {pid} outlived its job"
+                assert wait_process_dead(pid), f"the sampling process {pid} outlived its job"
 
             again = await c.post("/generate", params={"job_id": jid}, json={"prompts": [PROMPT], "sampling_params": sp})
             assert again.status_code == 409 and "TERMINATED" in again.text, again.text

@@ -19,6 +19,8 @@ import pytest
 
 from arctic_platform import wire
 
+from .conftest import process_alive, wait_process_dead
+
 OCTET = {"Content-Type": "application/octet-stream"}
 P = 4  # the prompt columns of the conftest's train_batch
 PROMPT = [1, 294, 201, 297]
@@ -53,23 +55,6 @@ def _start(http, body: dict) -> dict:
         time.sleep(0.1)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def _wait_dead(pid: int, timeout: float = 60) -> bool:
-    deadline = time.monotonic() + timeout
-    while _alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
-
-
 def _generate(http, jid: int) -> dict:
     r = http.post("/generate", params={"job_id": jid}, json={"prompts": [PROMPT], "sampling_params": SP})
     assert r.status_code == 200, r.text
@@ -93,7 +78,7 @@ def test_weight_sync_reaches_the_sampling_process_and_destroy_ends_it(http, serv
 
     samp = _start(http, {"job_type": "sampling", "seed": 3})
     pid = samp["engine_pid"]
-    assert isinstance(pid, int) and pid != os.getpid() and _alive(pid)
+    assert isinstance(pid, int) and pid != os.getpid() and process_alive(pid)
     train = _start(
         http,
         {
@@ -131,7 +116,7 @@ def test_weight_sync_reaches_the_sampling_process_and_destroy_ends_it(http, serv
     assert _generate(http, sid)["results"][0]["token_ids"] == out1["results"][0]["token_ids"]
 
     assert http.post("/destroy", params={"job_id": sid}, json={"job_type": "sampling"}).status_code == 200
-    assert _wait_dead(pid), f"the sampling process {pid} outlived its job"
+    assert wait_process_dead(pid), f"the sampling process {pid} outlived its job"
     assert http.get(f"/job/{sid}").json()["status"] == "TERMINATED"
     assert http.get("/health").json()["status"] == "OK"
 
