@@ -14,10 +14,10 @@ def _tool(checkout, *args, **env):
     import os
 
     return subprocess.run(
-        [sys.executable, str(checkout / "tools" / "arctic_build.py"), *args],
+        [sys.executable, "-m", "arctic_build", *args],
         cwd=checkout, capture_output=True, text=True, timeout=600,
         env={**{k: v for k, v in os.environ.items() if not k.startswith("ARCTIC_VERL_")}, "ARCTIC_BUILD_NUMBER": "7",
-             **env},
+             "PYTHONPATH": str(checkout / "tools"), **env},
     )  # fmt: skip
 
 
