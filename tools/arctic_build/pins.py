@@ -1,9 +1,9 @@
 # Copyright 2026 The arctic-verl Authors
 # SPDX-License-Identifier: Apache-2.0
-"""Patch sets and their pins: ``patches/verl-<PEP 440 version>/UPSTREAM``, ``key = value`` lines.
+"""Patch sets and their pins: ``patches/verl-<PEP 440 version>/UPSTREAM``, a small TOML file.
 
-A pin is a PyPI sdist (``kind = sdist``, the default) or a git commit's tree (``kind = git``). Sets sort as
-versions; the default set is the newest *release* (not a dev or pre-release).
+A pin is a PyPI sdist (``kind = "sdist"``, the default) or a git commit's tree (``kind = "git"``); every value is a
+quoted string. Sets sort as versions; the default set is the newest *release* (not a dev or pre-release).
 """
 
 from __future__ import annotations
@@ -14,6 +14,14 @@ from pathlib import Path
 
 from .errors import BuildError
 from .tree import PATCHES_ROOT, rel_to_repo
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10 (build.sh accepts 3.10-3.12); drop this fallback with 3.10
+    try:
+        import tomli as tomllib
+    except ModuleNotFoundError:  # a bare python3: pip vendors tomli too
+        from pip._vendor import tomli as tomllib
 
 try:
     from packaging.version import InvalidVersion, Version
@@ -57,22 +65,20 @@ class Upstream:
         """Read and validate ``folder/UPSTREAM``.
 
         Raises:
-            BuildError: the file is missing, a line is not ``key = value``, or a key is missing, unknown or malformed.
+            BuildError: the file is missing, not TOML, or a key is missing, unknown, not a string or malformed.
         """
         set_version(folder)  # the folder name is a PEP 440 version
         path = folder / "UPSTREAM"
         where = rel_to_repo(path)
         if not path.is_file():
             raise BuildError(f"{where} is missing: every patches/verl-<version>/ needs its pin")
-        data: dict[str, str] = {}
-        for lineno, raw in enumerate(path.read_text().splitlines(), 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            if "=" not in line:
-                raise BuildError(f"{where}:{lineno}: expected 'key = value', got {raw!r}")
-            key, value = (s.strip() for s in line.split("=", 1))
-            data[key] = value
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise BuildError(f'{where}: not TOML ({e}); write each value quoted: key = "value"') from None
+        not_str = [k for k, v in data.items() if not isinstance(v, str)]
+        if not_str:
+            raise BuildError(f'{where}: {", ".join(not_str)} must be a quoted string (key = "value")')
         kind = data.pop("kind", "sdist")
         keys = {"sdist": SDIST_KEYS, "git": GIT_KEYS}.get(kind)
         if keys is None:
