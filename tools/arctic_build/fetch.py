@@ -3,7 +3,7 @@
 """Getting a set's pinned upstream ``verl/`` tree: sdist download or cache, git export, ``--source``; all verified.
 
 Archives are extracted member by member after a check (only ``<top>/verl/``, only regular files and directories,
-no absolute or ``..`` path).
+no absolute or ``..`` path), and through tarfile's ``data`` filter where the Python has it (3.10.12+, 3.11.4+).
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from .errors import BuildError
 from .gitcmd import run_git
 from .pins import Upstream
 from .tree import ignored, iter_files, rel_to_repo, sha256_file, tree_digest
+
+# tarfile's own safety filter, where this Python has it (3.12, and the 3.10.12+/3.11.4+ security releases)
+_DATA_FILTER = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 
 
 def cache_dir() -> Path:
@@ -121,19 +124,17 @@ def extract_members(tf: tarfile.TarFile, top: str, dest: Path, what: str) -> Non
             raise BuildError(f"{what}: member {name!r} is not a regular file or directory")
         if ignored(parts):
             continue
-        members.append((m, rel))
+        # Stored as the build tree wants it: under verl/, rw-r--r-- (rwxr-xr-x for folders), owned by nobody.
+        m.name, m.mode = rel, 0o755 if m.isdir() else 0o644
+        m.uid = m.gid = 0
+        m.uname = m.gname = ""
+        members.append(m)
     if not members:
         raise BuildError(f"{what}: no {top}verl/ directory inside")
-    for m, rel in members:
-        out = dest / rel
-        if m.isdir():
-            out.mkdir(parents=True, exist_ok=True)
-            continue
-        out.parent.mkdir(parents=True, exist_ok=True)
-        src = tf.extractfile(m)
-        assert src is not None
-        out.write_bytes(src.read())
-        os.chmod(out, 0o644)
+    try:
+        tf.extractall(dest, members=members, **_DATA_FILTER)
+    except (tarfile.TarError, OSError) as e:  # tarfile.FilterError is a TarError
+        raise BuildError(f"{what}: cannot extract ({e})") from None
 
 
 def copy_verl_source(source: Path, dest: Path) -> None:
