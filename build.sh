@@ -64,7 +64,8 @@ run_logged() {
 
 HOST_PY="$(command -v python3 || true)"
 [ -n "$HOST_PY" ] || die "python3 not found (need Python 3.10-3.12)"
-ab() { "$HOST_PY" "$REPO/tools/arctic_build.py" "$@"; }
+# The build tool (tools/arctic_build/, standard library only) run by the host python, before any environment exists.
+ab() { PYTHONPATH="$REPO/tools${PYTHONPATH:+:$PYTHONPATH}" "$HOST_PY" -m arctic_build "$@"; }
 
 # ---------------------------------------------------------------------------------------------------------------
 # Tool environment: pinned setuptools + wheel (from pyproject's [build-system], the one place they are defined)

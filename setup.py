@@ -28,13 +28,13 @@ from setuptools import setup
 HERE = Path(__file__).resolve().parent
 SRC = HERE / "build" / "src"
 sys.path.insert(0, str(HERE / "tools"))
-import arctic_build  # noqa: E402
+from arctic_build import PATCHES_ROOT, input_stamp  # noqa: E402  (tools/arctic_build/, the build tool)
 
 info_path = SRC / "BUILD_INFO.json"
 if not info_path.is_file():
     sys.exit("setup.py: build/src is not prepared; run ./build.sh (setup.py never downloads or patches)")
 info = json.loads(info_path.read_text())
-stamp = arctic_build.input_stamp(arctic_build.PATCHES_ROOT / info["patch_folder"])
+stamp = input_stamp(PATCHES_ROOT / info["patch_folder"])
 if info["input_stamp"] != stamp:
     sys.exit(
         "setup.py: build/src is stale (patches, overlay or shipped code changed since it was prepared); run ./build.sh"

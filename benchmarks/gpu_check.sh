@@ -3,11 +3,12 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # One prepared GPU check (< 8 min on one H200, compile time included) that starts on a BARE machine: python3 with
-# torch, triton, transformers, httpx, pytest (+xdist, timeout); no network; only the git tree + named folders.
+# torch, triton, transformers, httpx, pytest (+xdist); no network; only the git tree + named folders.
 #
 #   benchmarks/gpu_check.sh --prepare   HERE (network): build the wheel of this commit and download the wheels the
-#                                       bare machine lacks (pytest-asyncio, fastapi, uvicorn, pydantic + core cp312,
-#                                       starlette, anyio, ...) into gpu_carry/ (git-ignored; size checked <= 60 MiB)
+#                                       bare machine lacks (pytest-asyncio, pytest-timeout, fastapi, uvicorn,
+#                                       pydantic + core cp312, starlette, anyio, ...) into gpu_carry/ (git-ignored;
+#                                       size checked <= 60 MiB)
 #   benchmarks/gpu_check.sh             THERE: install gpu_carry/ (pip --no-index --no-deps --target), then the steps
 #   benchmarks/gpu_check.sh --dry       CPU, TRITON_INTERPRET=1, tiny shapes: every step's code path (CI runs it)
 #
@@ -31,13 +32,14 @@ case "${1:-}" in
   --dry) MODE=dry ;;
   --prepare) MODE=prepare ;;
   "") ;;
-  -h|--help) sed -n '4,26p' "$0"; exit 0 ;;
+  -h|--help) sed -n '4,27p' "$0"; exit 0 ;;
   *) echo "gpu_check: unknown argument $1 (--prepare, --dry or none)" >&2; exit 2 ;;
 esac
 CARRY="${ARCTIC_GPU_CARRY:-$REPO/gpu_carry}"
 CARRY_LIMIT_MIB=60
-# What the bare H200 lacks (the server stack and pytest-asyncio); their dependencies come along, minus what is there.
-CARRY_PKGS=(pytest-asyncio fastapi uvicorn pydantic)
+# What the bare H200 lacks (the server stack, pytest-asyncio, pytest-timeout); their dependencies come along, minus
+# what is there. Without a pytest plugin the pytest step still runs, with a minimal ini (gpu_pytest).
+CARRY_PKGS=(pytest-asyncio pytest-timeout fastapi uvicorn pydantic)
 CARRY_SKIP_RE='^(pytest|pluggy|iniconfig|packaging|pygments|torch|triton|numpy|filelock|fsspec|jinja2|markupsafe|networkx|sympy|mpmath|setuptools)-'
 
 if [ "$MODE" = prepare ]; then
@@ -215,16 +217,21 @@ sanitizer() {
 gpu_pytest() {
   local files=(tests/kernels/test_cascade_graph.py tests/kernels/test_cascade.py tests/kernels/test_densify.py)
   [ "$MODE" = dry ] && files=(tests/kernels/test_exports_on_cpu.py)  # the command line itself, cheaply
-  local args=(-p no:randomly -q -p no:cacheprovider)
-  "$PY" -c 'import pytest_timeout' 2>/dev/null && args+=(--timeout 150)
-  if "$PY" -c 'import pytest_asyncio' 2>/dev/null; then
+  local args=(-p no:randomly -q -p no:cacheprovider) missing=() plugin
+  # pyproject's [tool.pytest.ini_options] needs all three: --strict-config rejects its timeout and asyncio_* keys
+  # without their plugins, and its addopts' --dist is an xdist option
+  for plugin in pytest_timeout:pytest-timeout pytest_asyncio:pytest-asyncio xdist:pytest-xdist; do
+    "$PY" -c "import ${plugin%%:*}" 2>/dev/null || missing+=("${plugin#*:}")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
     args+=(-c "$REPO/pyproject.toml" --rootdir "$REPO")
-  else  # pyproject's --strict-config rejects its asyncio_* keys without the plugin: use a minimal ini instead
+  else  # a minimal ini instead, and only the options of the plugins that are there
     printf '[pytest]\nmarkers =\n    cpu: cpu\n    slow: slow\n    gpu: gpu\n' > "$WORK/pytest.ini"
     args+=(-c "$WORK/pytest.ini" --rootdir "$REPO" --import-mode=importlib)
-    echo "pytest-asyncio missing: running with a minimal ini (no --strict-config)"
+    echo "${missing[*]} missing: running with a minimal ini (no --strict-config)"
   fi
-  "$PY" -c 'import xdist' 2>/dev/null && [ "$MODE" != dry ] && args+=(-n 4)
+  [[ " ${missing[*]} " == *" pytest-timeout "* ]] || args+=(--timeout 150)
+  [[ " ${missing[*]} " == *" pytest-xdist "* ]] || [ "$MODE" = dry ] || args+=(-n 4)
   "$PY" -m pytest "${args[@]}" "${files[@]/#/$REPO/}"
 }
 

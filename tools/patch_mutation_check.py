@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
                 results.append((victim.name, "not independent", str(e)))
                 continue
             ab.copy_overlay(root)
-            shutil.copy(ab.REPO / "build" / "src" / "verl" / "arctic_build_manifest.json", root / "verl")
+            shutil.copy(ab.REPO / "build" / "src" / "verl" / ab.MANIFEST_NAME, root / "verl")
             test = victim.headers["Covered-by"].strip()  # a file, or file::test
             env = {**os.environ, "PYTHONPATH": str(root), "VERL_USE_EXTERNAL_PLUGINS": "auto"}
             r = subprocess.run(

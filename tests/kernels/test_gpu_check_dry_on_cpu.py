@@ -8,6 +8,9 @@ import csv
 import os
 import shutil
 import subprocess
+import sysconfig
+import venv
+from pathlib import Path
 
 import pytest
 
@@ -99,6 +102,37 @@ def test_the_carry_folder_installs_offline(repo_root, python_exe, tmp_path):
     st = steps(tmp_path / "out")
     assert st["install"]["status"] == "pass" and "installed 1 wheels" in st["install"]["note"]
     assert "/site/arctic_platform/kernels" in st["import"]["note"] and ".venv" not in st["import"]["note"]
+
+
+def python_without(tmp_path, *hidden: str) -> str:
+    """A fresh venv that sees every package of this test environment except the ``hidden`` import names."""
+    env = tmp_path / "env"
+    venv.create(env, with_pip=False)
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if entry.name.split(".")[0].split("-")[0] not in hidden:  # pytest_timeout.py, pytest_timeout-2.3.1.dist-info
+            (deps / entry.name).symlink_to(entry)
+    py = str(env / "bin" / "python")
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    Path(site, "zz_test_env_deps.pth").write_text(f"import site; site.addsitedir({str(deps)!r})\n")
+    return py
+
+
+def test_pytest_step_runs_without_pytest_timeout(repo_root, tmp_path):
+    """pyproject's pytest config names pytest-timeout's `timeout` under --strict-config: without the plugin the
+    step falls back to a minimal ini instead of failing with "Unknown config option: timeout" (exit 4)."""
+    py = python_without(tmp_path, "pytest_timeout")
+    probe = subprocess.run([py, "-c", "import pytest_asyncio, xdist, arctic_platform\nimport pytest_timeout"],
+                           capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+    assert probe.returncode != 0 and "No module named 'pytest_timeout'" in probe.stderr, probe.stderr
+    proc = run_script(repo_root, py, tmp_path / "out", "--dry", ARCTIC_GPU_CHECK_ONLY="pytest")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    st = steps(tmp_path / "out")
+    assert st["pytest"]["status"] == "pass", st["pytest"]
+    log = (tmp_path / "out" / "logs" / "pytest.log").read_text()
+    assert "pytest-timeout missing: running with a minimal ini" in log, log[-2000:]
 
 
 def test_real_mode_fails_loudly_without_cuda(repo_root, python_exe, tmp_path):

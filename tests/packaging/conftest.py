@@ -16,10 +16,13 @@ COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "runs", "
 
 
 def load_build_tool():
-    """The build tool module (tools/arctic_build.py) of this checkout, loaded once."""
+    """The build tool package (tools/arctic_build/) of this checkout, loaded once."""
     name = "arctic_build_under_test"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "tools" / "arctic_build.py")
+        package = REPO / "tools" / "arctic_build"
+        spec = importlib.util.spec_from_file_location(
+            name, package / "__init__.py", submodule_search_locations=[str(package)]
+        )
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         spec.loader.exec_module(mod)
@@ -28,7 +31,7 @@ def load_build_tool():
 
 @pytest.fixture(scope="session")
 def arctic_build():
-    """The build tool module (tools/arctic_build.py) of this checkout."""
+    """The build tool package (tools/arctic_build/) of this checkout."""
     return load_build_tool()
 
 

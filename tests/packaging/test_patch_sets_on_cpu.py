@@ -14,10 +14,10 @@ def _tool(checkout, *args, **env):
     import os
 
     return subprocess.run(
-        [sys.executable, str(checkout / "tools" / "arctic_build.py"), *args],
+        [sys.executable, "-m", "arctic_build", *args],
         cwd=checkout, capture_output=True, text=True, timeout=600,
         env={**{k: v for k, v in os.environ.items() if not k.startswith("ARCTIC_VERL_")}, "ARCTIC_BUILD_NUMBER": "7",
-             **env},
+             "PYTHONPATH": str(checkout / "tools"), **env},
     )  # fmt: skip
 
 
@@ -30,7 +30,10 @@ def _new_set(checkout, pin, version, upstream_text):
 
 
 def _git_pin(version, commit="0" * 40, repo="/nonexistent/verl.git", tree="1" * 64):
-    return f"kind = git\nproject = verl\nversion = {version}\nrepo = {repo}\ncommit = {commit}\ntree_sha256 = {tree}\n"
+    return (
+        f'kind = "git"\nproject = "verl"\nversion = "{version}"\nrepo = "{repo}"\ncommit = "{commit}"\n'
+        f'tree_sha256 = "{tree}"\n'
+    )
 
 
 def test_folder_that_is_not_a_pep440_version_is_one_clear_line(repo_copy, pin, sdist, toolenv):
@@ -64,7 +67,7 @@ def test_git_pin_has_no_sdist_fields_and_absent_source_fails_check_saying_how(re
         r"verl-0\.10\.0\.dev0: .*not present here .*supply it with --patches verl-0\.10\.0\.dev0 --source DIR", r.stderr
     ), r.stderr
     assert re.search(rf"verl-{re.escape(pin.version)}: \d+ patches, .* zero offset", r.stderr), r.stderr  # checked
-    (dev / "UPSTREAM").write_text(_git_pin("0.10.0.dev0") + f"sha256 = {pin.sha256}\n")
+    (dev / "UPSTREAM").write_text(_git_pin("0.10.0.dev0") + f'sha256 = "{pin.sha256}"\n')
     r = _tool(repo_copy, "check", "--patches", "verl-0.10.0.dev0")
     assert r.returncode != 0 and "sha256 do not belong in a git pin" in r.stderr, r.stderr
 

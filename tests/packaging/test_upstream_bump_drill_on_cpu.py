@@ -72,8 +72,8 @@ def test_bump_drill(repo_copy, arctic_build, pin, sdist, toolenv, tmp_path):
     new_set = repo_copy / "patches" / SET
     new_set.mkdir()
     (new_set / "UPSTREAM").write_text(
-        f"# drill: a git pin\nkind = git\nproject = verl\nversion = {NEW}\nrepo = {upstream}\ncommit = {commit}\n"
-        f"tree_sha256 = {tree}\n"
+        f'# drill: a git pin\nkind = "git"\nproject = "verl"\nversion = "{NEW}"\nrepo = "{upstream}"\n'
+        f'commit = "{commit}"\ntree_sha256 = "{tree}"\n'
     )
     for f in old_set.iterdir():
         if f.name != "UPSTREAM":
