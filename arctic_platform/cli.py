@@ -39,6 +39,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "server": ("arctic_platform.server.__main__", "serve the embedded Arctic RL server (127.0.0.1; prints the URL)"),
     "smoke": ("arctic_platform.smoke", "CPU GRPO smoke run through verl V1 + the embedded backend (must learn)"),
+    "probe": (
+        "arctic_platform.integrations.verl.probe",
+        "preflight a backend for a verl config: health, refusals, the jobs, one update/forward/generate/sync",
+    ),
     "launcher": ("arctic_platform.launchers", "print the path of a launcher script shipped in the wheel"),
     "prepare-gsm8k": (
         "arctic_platform.integrations.verl.tasks.gsm8k",

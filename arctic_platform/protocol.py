@@ -52,6 +52,7 @@ __all__ = [
     "build_ds_config",
     "normalize_state",
     "read_ds_config",
+    "read_training_config",
 ]
 
 # ------------------------------------------------------------------------------------------------
@@ -266,18 +267,18 @@ SLEEP_TRAINING_MODES = ("all", "non_lp", "lp_params")
 
 
 class DsConfigError(ValueError):
-    """A ``ds_config`` key the embedded server cannot honour; ``key`` is its dotted path."""
+    """A ``ds_config`` (or ``root``) key the embedded server cannot honour; ``key`` is its dotted path in ``root``."""
 
-    def __init__(self, key: str, why: str):
-        super().__init__(f"ds_config.{key}: {why}")
+    def __init__(self, key: str, why: str, root: str = "ds_config"):
+        super().__init__(f"{root}.{key}: {why}" if key else f"{root}: {why}")
         self.key = key
+        self.root = root
 
 
 # Keys that size or place DeepSpeed's work and do not change the math of a single-process torch engine.
 _DS_INFORMATIONAL = {
     "train_batch_size",
     "gradient_accumulation_steps",
-    "sequence_parallel_size",
     "steps_per_print",
     "wall_clock_breakdown",
     "log_level",
@@ -353,9 +354,9 @@ def build_ds_config(
     return cfg
 
 
-def _num(key: str, v: Any, *, lo: float = 0.0, strict: bool = False) -> float:
+def _num(key: str, v: Any, *, lo: float = 0.0, strict: bool = False, root: str = "ds_config") -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo or (strict and v == lo):
-        raise DsConfigError(key, f"must be a finite number {'>' if strict else '>='} {lo}, got {v!r}")
+        raise DsConfigError(key, f"must be a finite number {'>' if strict else '>='} {lo}, got {v!r}", root)
     return float(v)
 
 
@@ -406,6 +407,9 @@ def read_ds_config(ds_config: dict | None) -> dict[str, Any]:
             out["grad_clip"] = g if g > 0 else None
         elif key == "scheduler":
             out.update(_read_scheduler(value))
+        elif key == "sequence_parallel_size":
+            if value != 1:
+                raise DsConfigError(key, f"{value!r}: the embedded torch server has no sequence parallelism (use 1)")
         elif key == "train_micro_batch_size_per_gpu":
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DsConfigError(key, f"must be a positive int, got {value!r}")
@@ -424,6 +428,79 @@ def read_ds_config(ds_config: dict | None) -> dict[str, Any]:
                 "scheduler.params.warmup_max_lr", f"{peak} != optimizer.params.lr {out['lr']} (one peak rate)"
             )
         out["lr"] = peak
+    return out
+
+
+_TC_OPTIMIZER = {"lr", "betas", "beta1", "beta2", "eps", "weight_decay", "torch_adam", "adam_w_mode"}
+_TC_CLIP = ("gradient_clipping", "max_grad_norm")
+_TC_KEYS = {"optimizer", "gradient_accumulation_steps", "gradient_clipping", "lr_scheduler", "training_horizon"}
+_TC_SCHEDULER = {"type", "warmup_steps", "warmup_ratio", "min_lr_ratio"}
+
+
+def read_training_config(tc: dict | None) -> dict[str, Any]:
+    """The settings a reference ``training_config`` asks for (Arctic-Platform reads it before ``ds_config`` and lets
+    it win: optimizer, gradient clipping, ``lr_scheduler`` over ``training_horizon`` optimizer steps).
+
+    Same keyword arguments as :func:`read_ds_config`; with ``training_config`` the reference's defaults apply to
+    missing optimizer keys (lr 1e-5, weight decay 0). A key it does not read raises :class:`DsConfigError`
+    (``key`` is ``training_config.<path>``).
+    """
+    if tc is None:
+        return {}
+    if not isinstance(tc, dict):
+        raise DsConfigError("", "must be an object", root="training_config")
+
+    def bad(key: str, why: str) -> DsConfigError:
+        return DsConfigError(key, why, root="training_config")
+
+    def _tc_num(key: str, v: Any, **kw: Any) -> float:
+        return _num(key, v, root="training_config", **kw)
+
+    for k in sorted(set(tc) - _TC_KEYS):
+        raise bad(k, "is not read (known: " + ", ".join(sorted(_TC_KEYS)) + ")")
+    opt = tc.get("optimizer") or {}
+    if not isinstance(opt, dict):
+        raise bad("optimizer", "must be an object")
+    for k in sorted(set(opt) - _TC_OPTIMIZER - set(_TC_CLIP)):
+        raise bad(f"optimizer.{k}", "is not read")
+    if opt.get("adam_w_mode") is False:
+        raise bad("optimizer.adam_w_mode", "false (L2 Adam) is not implemented; AdamW only")
+    betas = opt.get("betas")
+    if betas is None:
+        betas = [opt.get("beta1", 0.9), opt.get("beta2", 0.999)]
+    if not isinstance(betas, (list, tuple)) or len(betas) != 2:
+        raise bad("optimizer.betas", f"must be two numbers, got {betas!r}")
+    out: dict[str, Any] = {
+        "lr": _tc_num("optimizer.lr", opt.get("lr", 1e-5)),
+        "betas": (_tc_num("optimizer.betas", betas[0]), _tc_num("optimizer.betas", betas[1])),
+        "eps": _tc_num("optimizer.eps", opt.get("eps", 1e-8), strict=True),
+        "weight_decay": _tc_num("optimizer.weight_decay", opt.get("weight_decay", 0.0)),
+    }
+    clip = next((opt[k] for k in _TC_CLIP if k in opt), tc.get("gradient_clipping"))
+    if clip is not None:
+        g = _tc_num("gradient_clipping", clip)
+        out["grad_clip"] = g if g > 0 else None
+    sched = tc.get("lr_scheduler")
+    horizon = tc.get("training_horizon", 0) or 0
+    if sched is not None:
+        if not isinstance(sched, dict):
+            raise bad("lr_scheduler", "must be an object")
+        for k in sorted(set(sched) - _TC_SCHEDULER):
+            raise bad(f"lr_scheduler.{k}", "is not read")
+        kind = sched.get("type", "constant")
+        if kind not in ("constant", "cosine"):
+            raise bad("lr_scheduler.type", f"{kind!r}: constant or cosine")
+        if horizon > 0:
+            h = int(_tc_num("training_horizon", horizon, lo=1))
+            if "warmup_steps" in sched:
+                warm = round(_tc_num("lr_scheduler.warmup_steps", sched["warmup_steps"]))
+            else:
+                warm = round(_tc_num("lr_scheduler.warmup_ratio", sched.get("warmup_ratio", 0.0)) * h)
+            out["lr_scheduler_type"] = kind
+            out["warmup_steps"] = int(warm)
+            if kind == "cosine":
+                out["total_steps"] = h
+                out["min_lr_ratio"] = _tc_num("lr_scheduler.min_lr_ratio", sched.get("min_lr_ratio") or 0.0)
     return out
 
 

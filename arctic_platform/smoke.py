@@ -88,6 +88,8 @@ def main_ppo_command(out: Path, model: Path, train: Path, val: Path, args) -> li
         "data.max_response_length=8",
         "data.dataloader_num_workers=0",
         f"actor_rollout_ref.model.path={model}",
+        # a 0.3M-parameter model has no activation memory to save; checkpointing would only recompute
+        "actor_rollout_ref.model.enable_gradient_checkpointing=false",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={args.batch}",
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={args.batch}",
         "actor_rollout_ref.actor.use_kl_loss=false",

@@ -39,6 +39,7 @@ import threading
 import time
 from typing import Any
 
+from ..backend_profile import ARCTIC_PLATFORM_MAIN, BackendProfile, profile_from_health
 from ..protocol import FORWARD_PROCESSING, JOB_CREATE_ORDER, TERMINAL_STATES, UPDATE_PROCESSING, normalize_state
 from .config import ArcticRLClientConfig, CortexConfig, LocalConfig, OnPremConfig
 from .errors import ArcticRLError, ArcticRLJobError
@@ -49,6 +50,8 @@ logger = logging.getLogger("arctic_platform.client")
 __all__ = ["ArcticRLClient", "AsyncArcticRLClient", "normalize_state", "sampled_logprobs", "TERMINAL_STATES"]
 
 HANDLE_VERSION = 1
+DESTROY_RETRIES = 4
+"""Retries of a ``/destroy`` that got no reply or a 5xx (backoff 0.5, 1, 2, 4 s); 404 means already gone."""
 
 
 def sampled_logprobs(result: dict) -> list[float] | None:
@@ -74,6 +77,30 @@ def sampled_logprobs(result: dict) -> list[float] | None:
         if e is None:
             raise ArcticRLError(None, f"logprobs[{k}] has no entry for the sampled token {tok}", "/generate")
         out.append(float(e["logprob"] if isinstance(e, dict) else e))
+    return out
+
+
+RANK_AGREED = ("grad_norm", "last_lr", "lr")
+"""Step metrics every data-parallel rank computes identically (the global grad norm, the scheduler's rate)."""
+
+
+def rank_agreed_metrics(metrics: dict, endpoint: str) -> dict:
+    """``metrics`` with per-rank lists of :data:`RANK_AGREED` keys collapsed to one value.
+
+    Arctic-Platform's ``/step`` returns one value per training rank (``merge_dict_shards``) when it has more than one
+    worker; those must agree (relative 1e-6), else the ranks have diverged and the call fails naming the values.
+    """
+    out = dict(metrics)
+    for key in RANK_AGREED:
+        v = out.get(key)
+        if not isinstance(v, (list, tuple)):
+            continue
+        if not v or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+            raise ArcticRLError(None, f"metrics.{key} is {v!r}: expected a number per training rank", endpoint)
+        ref = float(v[0])
+        if any(abs(float(x) - ref) > 1e-6 * max(1.0, abs(ref)) for x in v):
+            raise ArcticRLError(None, f"the training ranks disagree on {key}: {list(v)}", endpoint)
+        out[key] = ref
     return out
 
 
@@ -108,6 +135,8 @@ class AsyncArcticRLClient:
         self.url: str | None = None
         self.capabilities: tuple[str, ...] = ()
         """What the server advertised in /health (``token_ids``, ...); empty for a reference server."""
+        self.profile: BackendProfile = ARCTIC_PLATFORM_MAIN
+        """What the backend honours (/health ``profile``; Arctic-Platform main's when it advertises none)."""
         self.retokenize_stats = {"prompts": 0, "mismatches": 0}
         """Text-prompt generation: prompts sent as text, and those whose ``encode(decode(ids)) != ids``."""
         self._tokenizer = None
@@ -136,16 +165,18 @@ class AsyncArcticRLClient:
         return [j for j, _ in self._owned]
 
     # ---- lifecycle ----
-    async def start(self) -> AsyncArcticRLClient:
-        """Connect (starting the local server if configured), then create or verify the jobs.
+    async def connect(self) -> AsyncArcticRLClient:
+        """Reach the server (starting the local one if configured) and read what it advertises; create nothing.
+
+        Sets :attr:`capabilities` and :attr:`profile` from ``/health``. :meth:`start` calls it first; call it alone
+        to check a run's settings against the backend before any job exists.
 
         Raises:
-            ArcticRLError: the server did not come up, a job failed (``ArcticRLJobError``, with the reason), or the
-                backend is cortex (``ArcticRLUnavailableError``). Whatever was created is cleaned up first.
+            ArcticRLError: the server did not come up (whatever was started is stopped first).
         """
         if self._closed:
             raise ArcticRLError(None, "this client was closed; create a new one", "start")
-        if self._started:
+        if self._transport is not None:
             return self
         c, b = self.config, self.config.backend
         if isinstance(b, CortexConfig):
@@ -173,8 +204,28 @@ class AsyncArcticRLClient:
                 max_retries=c.max_retries,
             )
             health = await self._wait_health(health_wait)
-            caps = health.get("capabilities") if isinstance(health, dict) else None
-            self.capabilities = tuple(str(x) for x in caps) if isinstance(caps, list) else ()
+        except BaseException:
+            await self.close()
+            raise
+        caps = health.get("capabilities") if isinstance(health, dict) else None
+        self.capabilities = tuple(str(x) for x in caps) if isinstance(caps, list) else ()
+        self.profile = profile_from_health(health)
+        return self
+
+    async def start(self) -> AsyncArcticRLClient:
+        """Connect (starting the local server if configured), then create or verify the jobs.
+
+        A start that fails half-way destroys every job it created (retried, :meth:`close`) and stops its server.
+
+        Raises:
+            ArcticRLError: the server did not come up, a job failed (``ArcticRLJobError``, with the reason), or the
+                backend is cortex (``ArcticRLUnavailableError``). Whatever was created is cleaned up first.
+        """
+        if self._started:
+            return self
+        await self.connect()
+        c = self.config
+        try:
             if c.reconnecting:
                 for jt, jid in self._jobs.items():
                     if jid is not None:
@@ -192,7 +243,7 @@ class AsyncArcticRLClient:
                 for jt in JOB_CREATE_ORDER:
                     if c.job_gpus(jt) <= 0:
                         continue
-                    r = await self._call("POST", "/initialize", json_body=c.job_config(jt))
+                    r = await self._call("POST", "/initialize", json_body=self.job_body(jt))
                     self._owned.append((r["job_id"], jt))
                     self._jobs[jt] = r["job_id"]
                 await asyncio.gather(*(self._wait_running(jid) for jid, _ in self._owned))
@@ -201,6 +252,16 @@ class AsyncArcticRLClient:
             raise
         self._started = True
         return self
+
+    def job_body(self, job_type: str) -> dict:
+        """The ``/initialize`` body this client sends for ``job_type``: :meth:`ArcticRLClientConfig.job_config`, with
+        ``ds_worker_config.attn_implementation`` left unset there resolved to the server's default
+        (:attr:`BackendProfile.default_attn_implementation`; Arctic-Platform's engine refuses a job without one)."""
+        body = self.config.job_config(job_type)
+        wc = body.get("ds_worker_config")
+        if wc is not None and wc.get("attn_implementation") is None:
+            wc["attn_implementation"] = self.profile.default_attn_implementation
+        return body
 
     async def _wait_health(self, timeout: float) -> Any:
         loop = asyncio.get_running_loop()
@@ -264,14 +325,15 @@ class AsyncArcticRLClient:
         server_dead = srv is not None and srv.proc is not None and srv.proc.poll() is not None
         if self._transport is not None:
             for jid, jt in reversed([] if server_dead else self._owned):
-                try:
+                try:  # retried with backoff: a job left behind makes the next start's /initialize a 409
                     await self._transport.request(
                         "POST", "/destroy", params={"job_id": jid}, json_body={"job_type": jt},
-                        idempotent=True, timeout=min(60.0, self.config.request_timeout), max_retries=0,
+                        idempotent=True, timeout=min(60.0, self.config.request_timeout),
+                        max_retries=DESTROY_RETRIES, retry_status=(500, 502, 503, 504),
                     )  # fmt: skip
                 except ArcticRLError as e:
                     if e.status != 404:
-                        errors.append(e)
+                        errors.append(f"job {jid} ({jt}) may still be running: {e}")
             self._owned.clear()
             await self._transport.aclose()
         if self._server is not None:
@@ -393,7 +455,10 @@ class AsyncArcticRLClient:
         """
         jid = self._need("training", "/step")
         body = {} if learning_rate is None else {"learning_rate": learning_rate}
-        return await self._call("POST", "/step", params={"job_id": jid}, json_body=body)
+        reply = await self._call("POST", "/step", params={"job_id": jid}, json_body=body)
+        if isinstance(reply, dict) and isinstance(reply.get("metrics"), dict):
+            reply["metrics"] = rank_agreed_metrics(reply["metrics"], "/step")
+        return reply
 
     async def forward(self, batch: dict, meta: dict, processing: dict | None = None, *, ref: bool = False) -> dict:
         """Predict-next log-probs: ``{"batch": {"logprobs" [B, P+R] float32[, "entropy"]}, "metrics"}``.
@@ -644,9 +709,16 @@ class ArcticRLClient:
     sampling_job_id = _forwarded("sampling_job_id")
     log_prob_job_id = _forwarded("log_prob_job_id")
 
+    def connect(self) -> ArcticRLClient:
+        self._run(self._client.connect())
+        return self
+
     def start(self) -> ArcticRLClient:
         self._run(self._client.start())
         return self
+
+    def job_body(self, job_type: str) -> dict:
+        return self._client.job_body(job_type)
 
     def close(self) -> None:
         if self._loop.is_closed():
@@ -706,6 +778,7 @@ class ArcticRLClient:
         return self._run(self._client.generate(prompts, sampling_params, routing_key=routing_key, strict=strict))
 
     capabilities = _forwarded("capabilities")
+    profile = _forwarded("profile")
     retokenize_stats = _forwarded("retokenize_stats")
 
     def log_probs(self, prompts: list, completions: list | None = None, top_k: int = 1) -> list[dict]:

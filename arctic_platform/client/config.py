@@ -36,6 +36,7 @@ __all__ = [
     "ArcticRLClientConfig",
     "CortexConfig",
     "LocalConfig",
+    "LogProbConfig",
     "OnPremConfig",
     "OptimizerConfig",
     "SamplingConfig",
@@ -79,13 +80,36 @@ class TrainingConfig(_Model):
     checkpoint_path: str | None = None
     """Default save root: saves land in ``<checkpoint_path>/arctic_rl_job_<id>/`` unless ``save(path=...)``."""
     micro_batch_size: int | None = Field(None, ge=1)
-    """Rows per server-side micro-batch (None: the whole forward-backward call at once)."""
+    """``ds_config.train_micro_batch_size_per_gpu``: rows per micro-batch (None: the whole call at once)."""
+    train_batch_size: int | None = Field(None, ge=1)
+    """``ds_config.train_batch_size``: sequences per optimizer step (verl's ppo_mini_batch_size x rollout.n)."""
+    sequence_parallel_size: int = Field(1, ge=1)
+    """``ds_config.sequence_parallel_size`` (verl's ulysses_sequence_parallel_size)."""
+    deepspeed: dict[str, Any] = Field(default_factory=dict)
+    """The user's DeepSpeed block (``zero_optimization``, ``log_level``, ...), passed through into ``ds_config``."""
+    ds_worker_config: dict[str, Any] = Field(default_factory=dict)
+    """``JobConfig.ds_worker_config`` (``attn_implementation``, ``enable_gradient_checkpointing``, ``use_liger``)."""
+    full_determinism: bool = False
+    """``JobConfig.full_determinism`` of the training and log_prob jobs."""
+    cuda_ipc: bool = False
+    """``JobConfig.cuda_ipc`` (weight sync of a colocated server)."""
+    low_memory: bool = False
+    """``JobConfig.low_memory`` (with cuda_ipc: one parameter at a time)."""
 
     @model_validator(mode="after")
     def _cosine_needs_horizon(self):
         if self.lr_scheduler_type == "cosine" and self.total_steps is None:
             raise ValueError("lr_scheduler_type='cosine' needs total_steps")
         return self
+
+
+class LogProbConfig(_Model):
+    """The reference (log_prob) job: a forward-only DeepSpeed engine on a reference server."""
+
+    micro_batch_size: int | None = Field(None, ge=1)
+    """``log_prob_config.train_micro_batch_size_per_gpu`` (None: the training job's)."""
+    zero_stage: int | None = Field(None, ge=0, le=3)
+    """``log_prob_config.zero_optimization.stage`` (None: the training job's)."""
 
 
 class SamplingConfig(_Model):
@@ -242,6 +266,7 @@ class ArcticRLClientConfig(_Model):
     """Retries for connection failures (any call) and read failures / 502-504 (idempotent calls only)."""
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    log_prob: LogProbConfig = Field(default_factory=LogProbConfig)
     backend: Backend = Field(default_factory=LocalConfig)
     training_job_id: int | str | None = None
     sampling_job_id: int | str | None = None
@@ -265,9 +290,13 @@ class ArcticRLClientConfig(_Model):
     def job_config(self, job_type: str) -> dict[str, Any]:
         """The ``/initialize`` body of ``job_type``: a reference ``JobConfig`` (docs/arctic-rl-protocol.md §2).
 
-        Optimizer, clipping and schedule go in ``ds_config`` (the reference adapter's shape), the sampler's engine
-        args in ``vllm_config``, FCA / speculative decoding in ``arctic_inference_config``; the embedded server's own
-        settings with no reference field (``device``, ``dtype``, ``max_seq_len``) in ``extensions``.
+        The reference adapter's shape, which Arctic-Platform's DeepSpeed workers accept: the training job gets
+        ``ds_config`` (the user's DeepSpeed block + verl's batch sizing + AdamW ``optimizer``, ``gradient_clipping``
+        and ``scheduler``), ``ds_worker_config``, ``full_determinism``, ``checkpoint_path``, ``cuda_ipc`` and
+        ``low_memory``; the log_prob job the same ``ds_config`` and ``ds_worker_config`` plus ``log_prob_config``
+        (its forward-only DeepSpeed engine: without a ``ds_config`` a reference server puts it on vLLM, which has no
+        ``/forward``); the sampling job ``vllm_config`` and ``arctic_inference_config``. The embedded server's own
+        settings with no reference field (``device``, ``dtype``, ``max_seq_len``) go in ``extensions``.
         """
         model = self.model_name
         if isinstance(self.backend, LocalConfig) and os.path.isdir(model):
@@ -283,27 +312,66 @@ class ArcticRLClientConfig(_Model):
         if self.dtype is not None:
             ext["dtype"] = self.dtype
         body["extensions"] = ext
+        t = self.training
+        if job_type in ("training", "log_prob"):
+            body["full_determinism"] = t.full_determinism
+            body["ds_config"] = self.training_ds_config()
+            if t.ds_worker_config:
+                body["ds_worker_config"] = dict(t.ds_worker_config)
         if job_type == "training":
-            t = self.training
-            o = t.optimizer
-            body["ds_config"] = build_ds_config(
-                lr=o.lr,
-                betas=o.betas,
-                eps=o.eps,
-                weight_decay=o.weight_decay,
-                grad_clip=t.grad_clip,
-                lr_scheduler_type=t.lr_scheduler_type,
-                warmup_steps=t.warmup_steps,
-                total_steps=t.total_steps,
-                min_lr_ratio=t.min_lr_ratio,
-                micro_batch_size=t.micro_batch_size,
-            )
             ckpt = t.checkpoint_path
             if ckpt and isinstance(self.backend, LocalConfig):
                 ckpt = os.path.abspath(ckpt)  # the local server runs in its own working directory
             body["checkpoint_path"] = ckpt
+            body["cuda_ipc"] = t.cuda_ipc
+            body["low_memory"] = t.low_memory
+        elif job_type == "log_prob":
+            body["log_prob_config"] = self.log_prob_ds_config()
         elif job_type == "sampling":
             body["vllm_config"] = {"max_model_len": self.max_seq_len, **self.sampling.vllm_config}
             if self.sampling.arctic_inference_config:
                 body["arctic_inference_config"] = self.sampling.arctic_inference_config
         return body
+
+    def _sizing(self, micro: int | None, gpus: int) -> dict[str, Any]:
+        """DeepSpeed batch sizing as the reference adapter derives it (micro-batches of ``micro`` rows per GPU)."""
+        t = self.training
+        out: dict[str, Any] = {}
+        if micro is not None:
+            out["train_micro_batch_size_per_gpu"] = micro
+        if t.train_batch_size is not None:
+            out["train_batch_size"] = t.train_batch_size
+            if micro is not None:
+                out["gradient_accumulation_steps"] = max(1, t.train_batch_size // (micro * max(1, gpus)))
+        out["sequence_parallel_size"] = t.sequence_parallel_size
+        return out
+
+    def training_ds_config(self) -> dict[str, Any]:
+        """The training job's ``ds_config``: the DeepSpeed block, sizing, optimizer, clipping, scheduler."""
+        t = self.training
+        o = t.optimizer
+        base = {**t.deepspeed, **self._sizing(t.micro_batch_size, self.training_gpus)}
+        return build_ds_config(
+            lr=o.lr,
+            betas=o.betas,
+            eps=o.eps,
+            weight_decay=o.weight_decay,
+            grad_clip=t.grad_clip,
+            lr_scheduler_type=t.lr_scheduler_type,
+            warmup_steps=t.warmup_steps,
+            total_steps=t.total_steps,
+            min_lr_ratio=t.min_lr_ratio,
+            base=base,
+        )
+
+    def log_prob_ds_config(self) -> dict[str, Any]:
+        """The log_prob job's ``log_prob_config``: the DeepSpeed block and sizing, no optimizer."""
+        import copy
+
+        t, lp = self.training, self.log_prob
+        cfg = copy.deepcopy(t.deepspeed)
+        if lp.zero_stage is not None:
+            cfg.setdefault("zero_optimization", {})["stage"] = lp.zero_stage
+        micro = lp.micro_batch_size if lp.micro_batch_size is not None else t.micro_batch_size
+        cfg.update(self._sizing(micro, self.log_prob_gpus))
+        return cfg

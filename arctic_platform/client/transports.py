@@ -113,8 +113,11 @@ class HttpTransport:
         idempotent: bool = False,
         timeout: float | None = None,
         max_retries: int | None = None,
+        retry_status: tuple[int, ...] = _RETRY_STATUS,
     ) -> Any:
         """Send one call and decode the reply by its Content-Type (frame or JSON).
+
+        ``retry_status``: the HTTP statuses retried for an idempotent call (default 502/503/504).
 
         Raises:
             ArcticRLError: the server's status and reason, or status None for transport failures.
@@ -163,7 +166,7 @@ class HttpTransport:
                         return resp.json()
                     return resp.text
                 reason = _reason(resp)
-                if resp.status_code in _RETRY_STATUS and idempotent and attempt < retries:
+                if resp.status_code in retry_status and idempotent and attempt < retries:
                     retry_reason = f"HTTP {resp.status_code}: {reason}"
                 else:
                     raise ArcticRLError(resp.status_code, reason, path)

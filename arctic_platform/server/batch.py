@@ -74,6 +74,7 @@ def parse_dense_batch(batch: Any, meta: dict, *, vocab_size: int, max_seq_len: i
     """
     if not isinstance(batch, dict):
         raise RequestError("batch must be a dict of tensors")
+    check_reference_meta(meta)
     ids = _int_2d(batch, "input_ids")
     b, seq = ids.shape
     if b == 0 or seq == 0:
@@ -147,7 +148,34 @@ def parse_dense_batch(batch: Any, meta: dict, *, vocab_size: int, max_seq_len: i
         for key in ("response_mask", "old_log_probs", "advantages"):
             if key not in resp:
                 raise RequestError(f"batch.{key} is missing")
+    if "loss_mask" in resp and "response_mask" in resp and not torch.equal(resp["loss_mask"], resp["response_mask"]):
+        raise RequestError("batch.loss_mask differs from batch.response_mask (the reference layout sends a copy)")
     return DenseBatch(ids, mask, pos, prompt_len, resp_len, resp)
+
+
+LOGITS_OPTIMIZATIONS = ("none", "compute")
+"""``meta.logits_optimization`` values that give the same numbers here (full logits either way); Arctic-Platform's
+``memory`` mode exists only on its ZoRRo path."""
+
+
+def check_reference_meta(meta: dict) -> None:
+    """The Arctic-Platform meta keys this server reads: honoured, or refused with a 422 naming them.
+
+    ``load_balancer``, ``zorro_train_max_rollouts``, ``max_token_len_per_gpu`` and ``logits_*`` size or place the
+    reference's work (one rank here); ``zorro_train_enable`` must be false; ``rollout_is_weights`` may only be None
+    (IS weights travel in ``batch``, response-aligned, docs/arctic-rl-protocol.md §4).
+    """
+    if meta.get("zorro_train_enable"):
+        raise RequestError("meta.zorro_train_enable=true: this server has no ZoRRo training path", 422)
+    lo = meta.get("logits_optimization")
+    if lo is not None and lo not in LOGITS_OPTIMIZATIONS:
+        raise RequestError(f"meta.logits_optimization={lo!r}: supported are {list(LOGITS_OPTIMIZATIONS)}", 422)
+    if meta.get("rollout_is_weights") is not None:
+        raise RequestError(
+            "meta.rollout_is_weights: send IS weights in batch.rollout_is_weights (response-aligned, [b, R] or "
+            "left-padded [b, P+R]); per-row data in meta is not split with the rows",
+            422,
+        )
 
 
 def _num(meta: dict, key: str, *, minimum: float = 0.0):

@@ -48,7 +48,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..protocol import JOB_TYPES, LIVE_STATES, DsConfigError, JobConfig, JobStatus, read_ds_config
+from ..protocol import (
+    JOB_TYPES,
+    LIVE_STATES,
+    DsConfigError,
+    JobConfig,
+    JobStatus,
+    read_ds_config,
+    read_training_config,
+)
 from .engines import (
     EngineSettings,
     ForwardEngine,
@@ -66,18 +74,16 @@ def _ext(cfg: JobConfig, key: str) -> Any:
     return (cfg.extensions or {}).get(key)
 
 
-_DS_WORKER_KEYS = ("attn_implementation", "use_liger", "enable_gradient_checkpointing")
+_DS_WORKER_KEYS = ("attn_implementation", "use_liger", "enable_gradient_checkpointing", "zorro_train_enable")
+"""``ds_worker_config`` keys the torch engines read (the reference adapter's set; ZoRRo only as ``false``)."""
 
 
 def training_settings(cfg: JobConfig) -> TrainingSettings:
-    """``TrainingSettings`` from ``cfg.ds_config`` (422 naming a key the torch engine cannot honour)."""
-    if cfg.training_config:
-        raise RequestError(
-            "training_config is not read by this server; send optimizer, gradient_clipping and scheduler in ds_config",
-            422,
-        )
+    """``TrainingSettings`` from ``cfg.ds_config`` with ``cfg.training_config`` over it, as the reference reads them
+    (422 naming a key the torch engine cannot honour)."""
     try:
         kw = read_ds_config(cfg.ds_config)
+        kw.update(read_training_config(cfg.training_config))
     except DsConfigError as e:
         raise RequestError(str(e), 422) from None
     kw.pop("dtype", None)
@@ -85,12 +91,30 @@ def training_settings(cfg: JobConfig) -> TrainingSettings:
 
 
 def _check_worker_config(cfg: JobConfig) -> None:
+    """``ds_worker_config`` and ``log_prob_config``: everything read or refused (422) by name."""
+    from .capabilities import attn_implementations
+
     wc = cfg.ds_worker_config or {}
     for k, v in wc.items():
         if k not in _DS_WORKER_KEYS:
             raise RequestError(f"ds_worker_config.{k} is not read by this server (known: {_DS_WORKER_KEYS})", 422)
-        if k == "use_liger" and v:
-            raise RequestError("ds_worker_config.use_liger=true: the torch engine has no Liger kernels", 422)
+        if k in ("use_liger", "zorro_train_enable") and v:
+            what = "Liger kernels" if k == "use_liger" else "ZoRRo training"
+            raise RequestError(f"ds_worker_config.{k}=true: the torch engine has no {what}", 422)
+    attn = wc.get("attn_implementation")
+    if attn is not None and attn not in attn_implementations():
+        raise RequestError(
+            f"ds_worker_config.attn_implementation={attn!r} cannot be loaded here (available: "
+            f"{list(attn_implementations())})",
+            422,
+        )
+    if cfg.log_prob_config is not None:
+        if cfg.job_type != "log_prob":
+            raise RequestError(f"log_prob_config on a {cfg.job_type} job (it configures the log_prob job)", 422)
+        try:
+            read_ds_config(cfg.log_prob_config)  # sizing / ZeRO keys only place memory; anything else is refused
+        except DsConfigError as e:
+            raise RequestError(str(e).replace("ds_config", "log_prob_config", 1), 422) from None
 
 
 class BusyMeter:
@@ -204,6 +228,7 @@ class Job:
             "sync_path": str(self.checkpoint_root / "weight_sync.pt") if self.checkpoint_root else None,
             "cuda_ipc": self.config.cuda_ipc,
             "low_memory": self.config.low_memory,
+            "full_determinism": self.config.full_determinism,
         }
         if str(self.device).startswith("cuda") and torch_cuda_available():
             d["device_name"] = torch_cuda_device_name(self.device)
@@ -339,6 +364,8 @@ class JobRegistry:
                 attn_implementation=(cfg.ds_worker_config or {}).get("attn_implementation") or "sdpa",
                 seed=int(cfg.seed),
             )
+            if cfg.full_determinism and job.job_type in ("training", "log_prob"):
+                enable_full_determinism(int(cfg.seed))
             if job.job_type == "training":
                 ts = training_settings(cfg)
                 job.checkpoint_root.mkdir(parents=True, exist_ok=True)
@@ -424,6 +451,22 @@ class JobRegistry:
     def shutdown(self) -> None:
         for job in self.all():
             self.destroy(job, "server shut down", lock_timeout=5.0)
+
+
+def enable_full_determinism(seed: int) -> None:
+    """``JobConfig.full_determinism``: seeded RNGs and deterministic kernels (process-wide, as in the reference,
+    whose DeepSpeed worker calls transformers' ``enable_full_determinism``; an op without a deterministic
+    implementation then raises instead of running non-deterministically)."""
+    import os
+
+    import torch
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS initialises
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True)
+    if torch.backends.cudnn.is_available():
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
 
 
 def _sampling_process(cfg: JobConfig, lim: ServerLimits) -> bool:

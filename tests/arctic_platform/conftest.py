@@ -100,3 +100,17 @@ def serve(workdir: Path, *args: str, env: dict | None = None, timeout: float = 9
 def serve_server():
     """The :func:`serve` context manager, for tests that start their own server."""
     return serve
+
+
+@pytest.fixture(scope="session")
+def proxy_cls():
+    """:class:`proxy.Proxy`: a recording, fault-injecting HTTP proxy in front of a real server (``Answer``, ``Call``
+    are attributes of the returned class's module, ``proxy_cls.module``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("arctic_test_proxy", Path(__file__).parent / "proxy.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses resolve their module by name
+    spec.loader.exec_module(mod)
+    mod.Proxy.module = mod
+    return mod.Proxy

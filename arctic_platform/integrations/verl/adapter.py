@@ -27,18 +27,19 @@ import asyncio
 import logging
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from arctic_platform.protocol import AGG_MODES, KL_TYPES, LOSS_MODES
 from verl.remote_backend import RemoteBackend
+
+if TYPE_CHECKING:
+    from arctic_platform.backend_profile import BackendProfile
 
 logger = logging.getLogger(__name__)
 
 DEFAULTS_YAML = Path(__file__).resolve().parent / "config" / "remote_backend" / "arctic.yaml"
 BACKEND_TYPES = ("local", "onprem", "cortex")
-LOSS_AGG_MODES = AGG_MODES  # one definition: arctic_platform.protocol
 
 
 class ArcticConfigError(ValueError):
@@ -53,12 +54,6 @@ def arctic_options(main_config: DictConfig) -> DictConfig:
     merged = OmegaConf.merge(defaults, user) if user is not None else defaults
     OmegaConf.set_readonly(merged, False)
     return merged
-
-
-def _need_reference(main_config: DictConfig) -> bool:
-    return bool(main_config.actor_rollout_ref.actor.get("use_kl_loss", False)) or bool(
-        main_config.algorithm.get("use_kl_in_reward", False)
-    )
 
 
 def optimizer_steps_per_training_step(main_config: DictConfig) -> int:
@@ -89,10 +84,12 @@ def coalesce_settings(opts: DictConfig) -> tuple[int, float]:
 
 
 def validate_arctic_config(main_config: DictConfig, opts: Optional[DictConfig] = None) -> DictConfig:
-    """Reject what the arctic backend cannot honour, naming the setting. Returns the merged options."""
+    """Reject backend options the arctic backend cannot honour, naming the setting. Returns the merged options.
+
+    The verl settings themselves (loss, optimizer, batching, rollout, ...) are checked against the backend's
+    capability profile by :func:`settings_refusals` (:mod:`.settings`).
+    """
     opts = opts if opts is not None else arctic_options(main_config)
-    arr = main_config.actor_rollout_ref
-    actor = arr.actor
     backend_type = opts.backend.type
     if backend_type not in BACKEND_TYPES:
         raise ArcticConfigError(
@@ -101,51 +98,16 @@ def validate_arctic_config(main_config: DictConfig, opts: Optional[DictConfig] =
     if backend_type == "onprem" and not opts.backend.url:
         raise ArcticConfigError("remote_backend.arctic.backend.type=onprem needs remote_backend.arctic.backend.url")
     coalesce_settings(opts)
-    if arr.rollout.name != "arctic":
-        raise ArcticConfigError(
-            f"remote_backend=arctic needs actor_rollout_ref.rollout.name=arctic (got {arr.rollout.name!r}): generation "
-            "must go through the backend's sampling job"
-        )
     if main_config.algorithm.adv_estimator == "gae" or main_config.critic.get("enable", False):
         raise ArcticConfigError(
             "algorithm.adv_estimator=gae needs a critic, which the arctic backend does not run; use grpo (or another "
             "critic-free estimator)"
         )
-    if backend_type == "cortex":  # Cortex has no /forward endpoint
-        for setting, bad in (
-            ("actor_rollout_ref.actor.use_kl_loss", bool(actor.use_kl_loss)),
-            ("algorithm.use_kl_in_reward", bool(main_config.algorithm.get("use_kl_in_reward", False))),
-            ("actor_rollout_ref.actor.ppo_epochs > 1", int(actor.ppo_epochs) > 1),
-        ):
-            if bad:
-                raise ArcticConfigError(
-                    f"{setting} needs log-probs from a /forward endpoint, which the cortex backend does not have"
-                )
-    if _need_reference(main_config) and int(opts.log_prob_gpus) == 0:
+    async_on = bool(((main_config.get("remote_backend", None) or {}).get("async_rollout", None) or {}).get("enable"))
+    if opts.get("colocate", False) and async_on:
         raise ArcticConfigError(
-            "remote_backend.arctic.log_prob_gpus=0 means no reference (log_prob) job, but actor_rollout_ref.actor."
-            "use_kl_loss or algorithm.use_kl_in_reward needs reference log-probs; set log_prob_gpus >= 1"
-        )
-    loss_mode = (actor.get("policy_loss", None) or {}).get("loss_mode", "vanilla")
-    if loss_mode not in LOSS_MODES:
-        raise ArcticConfigError(
-            f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode!r} is not supported by the arctic backend "
-            "(only 'vanilla' PPO/GRPO)"
-        )
-    if actor.loss_agg_mode not in LOSS_AGG_MODES:
-        raise ArcticConfigError(f"actor_rollout_ref.actor.loss_agg_mode={actor.loss_agg_mode!r} is not supported")
-    if actor.use_kl_loss and str(actor.kl_loss_type) not in KL_TYPES:
-        raise ArcticConfigError(f"actor_rollout_ref.actor.kl_loss_type={actor.kl_loss_type!r} is not supported")
-    optim = actor.optim
-    if str(optim.get("optimizer", "AdamW")).lower() != "adamw":
-        raise ArcticConfigError(f"actor_rollout_ref.actor.optim.optimizer={optim.optimizer!r}: the backend runs AdamW")
-    scheduler = optim.get("lr_scheduler_type", "constant") or "constant"
-    if scheduler not in ("constant", "cosine"):
-        raise ArcticConfigError(f"actor_rollout_ref.actor.optim.lr_scheduler_type={scheduler!r} is not supported")
-    if scheduler == "cosine" and not main_config.trainer.get("total_training_steps"):
-        raise ArcticConfigError(
-            "actor_rollout_ref.actor.optim.lr_scheduler_type=cosine with the arctic backend needs "
-            "trainer.total_training_steps: the backend's scheduler is created before verl counts the dataloader"
+            "remote_backend.arctic.colocate=true with remote_backend.async_rollout.enable=true: a colocated sampler "
+            "sleeps while the policy trains, so it cannot sample the next batch meanwhile; turn one of them off"
         )
     shared = opts.shared_filesystem if opts.shared_filesystem is not None else backend_type != "cortex"
     if not shared and (main_config.trainer.save_freq > 0 or main_config.trainer.resume_mode != "disable"):
@@ -158,6 +120,97 @@ def validate_arctic_config(main_config: DictConfig, opts: Optional[DictConfig] =
         if int(main_config.data[key]) <= 0:
             raise ArcticConfigError(f"data.{key} must be positive")
     return opts
+
+
+def static_profile(opts: DictConfig, *, timeout: float = 5.0) -> tuple[BackendProfile, str]:
+    """The backend's profile without creating anything, and where it came from.
+
+    ``local``: the embedded server of this environment (the one the client will start); ``onprem``: the server's
+    ``/health`` (Arctic-Platform main's profile when it advertises none; when it cannot be reached, also Arctic-Platform
+    main's, the strictest known, so a dry run errs on the side of refusing); ``cortex``: Arctic-Platform main's.
+    """
+    from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN, profile_from_health
+
+    if opts.backend.type == "local":
+        from arctic_platform.server.capabilities import server_profile
+
+        return server_profile(), "the embedded server of this environment"
+    if opts.backend.type == "onprem":
+        import httpx
+
+        url = str(opts.backend.url).rstrip("/")
+        try:
+            reply = httpx.get(f"{url}/health", timeout=timeout, trust_env=False)
+            reply.raise_for_status()
+            return profile_from_health(reply.json()), f"{url}/health"
+        except Exception as e:  # noqa: BLE001 - unreachable: check against the strictest known profile
+            return ARCTIC_PLATFORM_MAIN, f"{url} unreachable ({type(e).__name__}); assumed Arctic-Platform main"
+    return ARCTIC_PLATFORM_MAIN, "cortex (Arctic-Platform main's engine)"
+
+
+def settings_refusals(main_config: DictConfig, opts: DictConfig, profile: BackendProfile) -> list[str]:
+    """Every verl setting the backend with ``profile`` cannot honour, one message each (:mod:`.settings`)."""
+    from .settings import check_settings
+
+    return check_settings(main_config, opts, profile)
+
+
+def settings_notes(main_config: DictConfig, opts: DictConfig, profile: BackendProfile) -> list[str]:
+    """Start-up lines for settings the backend handles differently without changing the training."""
+    from .settings import settings_notes as notes
+
+    return notes(main_config, opts, profile)
+
+
+def refuse(refusals: list[str], profile: BackendProfile) -> None:
+    """Raise :class:`ArcticConfigError` listing ``refusals`` (nothing when empty)."""
+    if refusals:
+        lines = "\n".join(f"  - {r}" for r in refusals)
+        raise ArcticConfigError(
+            f"{len(refusals)} setting(s) cannot be honoured by {profile.name} (remote_backend=arctic):\n{lines}"
+        )
+
+
+def _per_gpu(block: DictConfig, name: str, gpus: int) -> Optional[int]:
+    """verl's ``<name>_per_gpu``, else its deprecated global ``<name>`` divided over ``gpus``; None if neither."""
+    per_gpu = block.get(f"{name}_per_gpu", None)
+    if per_gpu is not None:
+        return int(per_gpu)
+    total = block.get(name, None)
+    return max(1, int(total) // max(1, gpus)) if total else None
+
+
+def batch_sizing(main_config: DictConfig, opts: DictConfig) -> dict[str, Any]:
+    """DeepSpeed batch sizing from verl's mini / micro batch sizes, as the reference adapter derives it.
+
+    ``train_batch_size`` = ``ppo_mini_batch_size`` x ``rollout.n`` sequences (one optimizer step per mini-batch);
+    ``micro_batch_size`` = ``ppo_micro_batch_size_per_gpu`` (None with ``use_dynamic_bsz``: token budgets decide);
+    the client derives ``gradient_accumulation_steps`` = train_batch_size // (micro x training_gpus).
+    """
+    arr = main_config.actor_rollout_ref
+    actor = arr.actor
+    gpus = int(opts.training_gpus)
+    micro = None if actor.get("use_dynamic_bsz", False) else _per_gpu(actor, "ppo_micro_batch_size", gpus)
+    sp = actor.get("ulysses_sequence_parallel_size", None) or (actor.get("fsdp_config", None) or {}).get(
+        "ulysses_sequence_parallel_size", 1
+    )
+    return {
+        "micro_batch_size": micro,
+        "train_batch_size": int(actor.ppo_mini_batch_size) * int(arr.rollout.n),
+        "sequence_parallel_size": int(sp or 1),
+    }
+
+
+def ds_worker_config(main_config: DictConfig) -> dict[str, Any]:
+    """``ds_worker_config``: attention implementation (``model.override_config``; None = the server's default, which
+    the client fills in from the backend profile), gradient checkpointing and Liger, as the reference adapter sends."""
+    model = main_config.actor_rollout_ref.model
+    override = model.get("override_config", None) or {}
+    return {
+        "use_liger": bool(model.get("use_liger", False)),
+        "enable_gradient_checkpointing": bool(model.get("enable_gradient_checkpointing", False)),
+        "attn_implementation": override.get("attn_implementation", None),
+    }
 
 
 def build_client_config(main_config: DictConfig, opts: DictConfig):
@@ -175,6 +228,7 @@ def build_client_config(main_config: DictConfig, opts: DictConfig):
     clip = optim.get("clip_grad", None)
     if clip is None:
         clip = arr.actor.get("grad_clip", None)
+    training_sizing = batch_sizing(main_config, opts)
     backend_type = opts.backend.type
     if backend_type == "local":
         backend = LocalConfig(
@@ -226,6 +280,16 @@ def build_client_config(main_config: DictConfig, opts: DictConfig):
             "total_steps": total_training_steps * k if total_training_steps else None,
             "min_lr_ratio": float(optim.get("min_lr_ratio", 0.0) or 0.0),
             "checkpoint_path": os.path.abspath(main_config.trainer.default_local_dir),
+            **training_sizing,
+            "deepspeed": OmegaConf.to_container(opts.train.deepspeed, resolve=True) or {},
+            "ds_worker_config": ds_worker_config(main_config),
+            "full_determinism": bool(opts.train.determinism.full),
+            "cuda_ipc": bool(opts.weight_sync.cuda_ipc),
+            "low_memory": bool(opts.weight_sync.low_memory),
+        },
+        log_prob={
+            "micro_batch_size": _per_gpu(arr.ref, "log_prob_micro_batch_size", int(opts.log_prob_gpus)),
+            "zero_stage": opts.log_prob.get("zero_stage", None),
         },
         sampling={
             "vllm_config": vllm_config,
@@ -260,6 +324,11 @@ class ArcticRemoteBackend(RemoteBackend):
 
         client = ArcticRLClient(client_config)
         try:
+            # what the backend honours is known once it answers /health: refuse before creating any job
+            client.connect()
+            refuse(settings_refusals(main_config, opts, client.profile), client.profile)
+            for note in settings_notes(main_config, opts, client.profile):
+                logger.warning(f"arctic backend: {note}")
             client.start()
             handle = dict(client.reconnect_handle())
             training = client.job_info(client.training_job_id)
@@ -271,11 +340,20 @@ class ArcticRemoteBackend(RemoteBackend):
         handle["num_gpus"] = gpus if on_gpu else 0
         handle["training_gpus"] = client_config.training_gpus if on_gpu else 0
         handle["device_name"] = training.get("device_name", "")
+        handle["profile"] = client.profile.model_dump(mode="json")
         logger.info(f"arctic backend ready: {client!r}")
         return cls(main_config, handle, owner_client=client)
 
     def reconnect_handle(self) -> dict[str, Any]:
         return dict(self._handle)
+
+    @property
+    def profile(self) -> BackendProfile:
+        """What the backend honours (read from its /health when the driver created the jobs)."""
+        from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN, BackendProfile
+
+        p = self._handle.get("profile")
+        return BackendProfile.model_validate(p) if isinstance(p, dict) else ARCTIC_PLATFORM_MAIN
 
     async def client(self):
         """An :class:`AsyncArcticRLClient` re-attached to this backend's jobs (one per event loop; never owns jobs)."""

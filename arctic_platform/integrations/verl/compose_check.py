@@ -46,13 +46,32 @@ def compose_config(overrides: list[str]):
     return cfg
 
 
-def check(overrides: list[str]):
-    """Compose, then run every start-up check that needs no Ray and no backend. Returns the config."""
+def verl_defaults():
+    """verl's composed default config for an arctic run (what ``non_default_placement`` compares with)."""
+    return compose_config(["remote_backend=arctic", "actor_rollout_ref.rollout.name=arctic"])
+
+
+def check(overrides: list[str], *, notes: list[str] | None = None):
+    """Compose, then run every start-up check that needs no Ray and no job: verl's config checks, the remote-backend
+    trainer's, the arctic options and the backend's capability profile (:mod:`.settings`; an ``onprem`` server is
+    asked for its ``/health``). Returns the config; lines worth showing are appended to ``notes``.
+
+    Raises:
+        ValueError: the first failing check, or every setting the backend cannot honour (one line each).
+    """
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.trainer.ppo.v1.trainer_remote_backend import validate_remote_backend_config
     from verl.utils.config import validate_config
 
-    from .adapter import build_client_config, validate_arctic_config
+    from .adapter import (
+        build_client_config,
+        refuse,
+        settings_notes,
+        settings_refusals,
+        static_profile,
+        validate_arctic_config,
+    )
+    from .settings import non_default_placement
 
     cfg = compose_config(overrides)
     name = cfg.trainer.get("remote_backend")
@@ -62,17 +81,30 @@ def check(overrides: list[str]):
     validate_remote_backend_config(cfg)
     opts = validate_arctic_config(cfg)
     build_client_config(cfg, opts)
+    profile, source = static_profile(opts)
+    refuse(settings_refusals(cfg, opts, profile), profile)
+    if notes is not None:
+        notes.append(f"backend profile: {profile.name} (from {source})")
+        notes.extend(settings_notes(cfg, opts, profile))
+        placement = non_default_placement(cfg, verl_defaults())
+        if placement:
+            notes.append(
+                "no effect with a remote backend (verl's own engine placement / kernels): " + ", ".join(placement)
+            )
     return cfg
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    notes: list[str] = []
     try:
-        cfg = check(argv)
+        cfg = check(argv, notes=notes)
     except Exception as e:  # noqa: BLE001 - a dry run reports any failure as one line
         print(f"compose_check: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     print(OmegaConf.to_yaml(cfg, resolve=True))
+    for note in notes:
+        print(f"compose_check: {note}")
     print("compose_check: OK (config composed and validated; nothing launched)")
     return 0
 

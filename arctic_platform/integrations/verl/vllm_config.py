@@ -128,7 +128,8 @@ def sampling_vllm_config(engine_kwargs: dict, rollout: Any, *, zorro: bool) -> d
     Args:
         engine_kwargs: ``remote_backend.arctic.sampling.engine_kwargs``.
         rollout: verl's ``actor_rollout_ref.rollout`` config (``tensor_model_parallel_size``,
-            ``gpu_memory_utilization``, ``enforce_eager``, ``enable_chunked_prefill``).
+            ``gpu_memory_utilization``, ``enforce_eager``, ``enable_chunked_prefill``, ``max_num_seqs``,
+            ``max_model_len``: the reference adapter's set).
     """
     out = dict(engine_kwargs)
     for key, src in (
@@ -136,6 +137,8 @@ def sampling_vllm_config(engine_kwargs: dict, rollout: Any, *, zorro: bool) -> d
         ("gpu_memory_utilization", "gpu_memory_utilization"),
         ("enforce_eager", "enforce_eager"),
         ("enable_chunked_prefill", "enable_chunked_prefill"),
+        ("max_num_seqs", "max_num_seqs"),
+        ("max_model_len", "max_model_len"),
     ):
         v = rollout.get(src, None) if hasattr(rollout, "get") else None
         if v is not None:

@@ -22,6 +22,7 @@ import time
 from fastapi import FastAPI, Request
 
 from ...protocol import CAPABILITIES, DestroyRequest, JobConfig, JobStatus
+from ..capabilities import server_profile
 from ..errors import RequestError
 from ._common import AppContext, _json_body, _model, _thread, events
 
@@ -29,12 +30,14 @@ from ._common import AppContext, _json_body, _model, _thread, events
 def register(app: FastAPI, ctx: AppContext) -> None:
     """Add the job lifecycle routes to ``app``."""
     limits, registry, background, started_at = ctx.limits, ctx.registry, ctx.background, ctx.started_at
+    profile = server_profile().model_dump(mode="json")
 
     # ---- control plane ----
     @app.get("/health")
     async def health():
-        # The reference answers {"status": "OK"}; "capabilities" is this server's extension (protocol.CAPABILITIES).
-        return {"status": "OK", "capabilities": list(CAPABILITIES)}
+        # The reference answers {"status": "OK"}; "capabilities" (protocol.CAPABILITIES) and "profile" (what the
+        # engines honour: backend_profile.BackendProfile) are this server's extensions.
+        return {"status": "OK", "capabilities": list(CAPABILITIES), "profile": profile}
 
     @app.get("/status")
     async def status():

@@ -68,6 +68,10 @@ class ArcticV1LLMServer:
         opts = arctic_options(main_config)
         self.max_tokens = int(opts.sampling.max_tokens or main_config.actor_rollout_ref.rollout.response_length)
         self.global_steps: Optional[int] = None
+        self.rollout_logprobs = self.backend.profile.rollout_logprobs
+        self.colocated = bool(opts.get("colocate", False)) and bool(
+            main_config.actor_rollout_ref.rollout.get("free_cache_engine", True)
+        )
         max_prompts, window_s = coalesce_settings(opts)
         self.coalescer = GenerateCoalescer(self._send, max_prompts=max_prompts, window_s=window_s)
 
@@ -86,6 +90,8 @@ class ArcticV1LLMServer:
         if image_data or video_data or kwargs.get("audio_data"):
             raise ValueError("the arctic rollout server is text-only: image/video/audio inputs are not supported")
         params = to_backend_sampling_params(sampling_params, self.max_tokens)
+        if not self.rollout_logprobs:
+            params["logprobs"] = None  # the backend returns none (start-up note); verl recomputes old log-probs
         result = await self.coalescer.generate_one(list(map(int, prompt_ids)), params)
         version = result.get("policy_version", self.global_steps)
         if version is None:
@@ -106,12 +112,16 @@ class ArcticV1LLMServer:
     async def get_global_steps(self) -> Optional[int]:
         return self.global_steps
 
-    # verl's replica control methods: the backend's sampler stays awake and owns its KV cache.
+    # verl's replica control methods. verl's sync loop sleeps the replicas after every rollout and never wakes them:
+    # the forwarder's update_weights does (staged, on a colocated backend). Otherwise the sampler stays awake.
     async def wake_up(self):
         return None
 
     async def sleep(self):
-        return None
+        """Colocated backend (``remote_backend.arctic.colocate``) with ``rollout.free_cache_engine``: sleep the
+        sampler (level 1: weights offloaded, KV cache dropped) so training gets the GPU memory; else nothing."""
+        if self.colocated and self.replica_rank == 0:
+            await (await self.backend.client()).sleep_inference(level=1)
 
     async def abort_all_requests(self, reject_request: bool = False):
         return None

@@ -31,6 +31,7 @@ worker needs no private event-loop thread. Never touches CUDA: the backend owns 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -55,18 +56,25 @@ logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 # response-aligned fields update_actor sends, with their pad values (rollout_is_weights pads with a neutral 1.0)
 UPDATE_FIELDS = {k: RESPONSE_PAD_VALUES[k] for k in ("response_mask", "old_log_probs", "advantages", "ref_log_prob")}
 IS_WEIGHTS = "rollout_is_weights"
-ACTOR_CONFIG_KEYS = (
-    "clip_ratio",
-    "clip_ratio_low",
-    "clip_ratio_high",
-    "clip_ratio_c",
-    "loss_agg_mode",
-    "loss_scale_factor",
-    "entropy_coeff",
-    "use_kl_loss",
-    "kl_loss_coef",
-    "kl_loss_type",
-)
+
+
+def left_pad_response(t: torch.Tensor, prompt_len: int, value: float = 0) -> torch.Tensor:
+    """A response-aligned ``[b, R]`` tensor as the reference layout's ``[b, P + R]``: ``prompt_len`` columns of
+    ``value`` first (Arctic-Platform's engine unpacks only tensors shaped like ``attention_mask``)."""
+    pad = torch.full((t.shape[0], prompt_len), value, dtype=t.dtype)
+    return torch.cat([pad, t], dim=1)
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` after a JSON round trip where anything that does not serialise becomes None (the reference
+    adapter's ``_safe_serialize`` of ``vars(ActorConfig)``), without Hydra's ``_target_`` keys (not fields)."""
+
+    def strip(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if k != "_target_"}
+        return [strip(x) for x in v] if isinstance(v, list) else v
+
+    return strip(json.loads(json.dumps(value, default=lambda _: None)))
 
 
 def _nested_lengths(nt: torch.Tensor) -> torch.Tensor:
@@ -157,6 +165,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         self.eos_token_id: Optional[int] = None
         self.policy_version: Optional[int] = None
         self._flops_counter = None
+        self._warned_is_weights = False
         # dispatch info: one forwarder is dp rank 0 and collects; "ref" only when this role serves a reference
         self._register_dispatch_collect_info("actor", dp_rank=self.rank, is_collect=True)
         if "ref" in role:
@@ -195,26 +204,44 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             field_pads=present,
         )
 
-    def _wire_batch(self, dense: dict[str, torch.Tensor], fields: tuple[str, ...]) -> dict[str, torch.Tensor]:
-        keys = ["input_ids", "attention_mask", "prompts", "responses", *fields]
+    def _wire_batch(self, dense: dict[str, torch.Tensor], fields: dict[str, float]) -> dict[str, torch.Tensor]:
+        """The reference layout: ``input_ids`` / ``attention_mask`` ``[b, P+R]``, ``prompts`` ``[b, P]``; for an update
+        also ``responses`` ``[b, R]``, the response fields left-padded to ``[b, P+R]`` and ``loss_mask`` (a copy of
+        the padded ``response_mask``)."""
+        batch = {k: dense[k] for k in ("input_ids", "attention_mask", "prompts")}
         if not self.opts.log_prob.drop_position_ids:
-            keys.append("position_ids")
-        return {k: dense[k] for k in keys if k in dense}
+            batch["position_ids"] = dense["position_ids"]
+        if fields:
+            batch["responses"] = dense["responses"]
+            P = self.max_prompt_len
+            for name, pad in fields.items():
+                batch[name] = left_pad_response(dense[name], P, 1.0 if name == IS_WEIGHTS else 0)
+            batch["loss_mask"] = batch["response_mask"].clone()
+        return batch
 
-    def _meta(self, temperature: float, calculate_entropy: bool) -> dict[str, Any]:
+    def _meta(self, temperature: float, calculate_entropy: bool, max_token_len: int) -> dict[str, Any]:
+        """The ``meta`` keys Arctic-Platform's engine reads (the reference adapter's set, in its order)."""
+        train = self.opts.train
         return {
-            "temperature": float(temperature),
-            "calculate_entropy": bool(calculate_entropy),
+            "zorro_train_enable": False,
+            "zorro_train_max_rollouts": self.rollout_n,
+            "load_balancer": bool(train.load_balancer),
+            "rollout_n": self.rollout_n,
             "max_prompt_len": self.max_prompt_len,
             "max_response_len": self.max_response_len,
+            "max_token_len_per_gpu": int(max_token_len),
+            "temperature": float(temperature),
+            "calculate_entropy": bool(calculate_entropy),
             "pad_token_id": self.pad_token_id,
-            "rollout_n": self.rollout_n,
             "drop_position_ids": bool(self.opts.log_prob.drop_position_ids),
+            "logits_optimization": str(train.logits.optimization),
+            "logits_optimization_peak_mem_size_in_gib": train.logits.optimization_peak_mem_size_in_gib,
+            "logits_compute_in_fp32": bool(train.logits.compute_in_fp32),
         }
 
     # ------------------------------------------------------------------ log-probs
 
-    async def _log_probs(self, data: TensorDict, *, ref: bool, want_entropy: bool) -> TensorDict:
+    async def _log_probs(self, data: TensorDict, *, ref: bool, want_entropy: bool, max_token_len: int) -> TensorDict:
         temperature = float(tu.get(data, "temperature", default=self.config.rollout.temperature))
         B = len(data)
         input_ids = data["input_ids"]
@@ -227,9 +254,9 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         if len(rows):
             dense = self._densify(data, rows, {})
             reply = await (await self.backend.client()).forward(
-                self._wire_batch(dense, ()),
-                self._meta(temperature, want_entropy),
-                dict(FORWARD_PROCESSING),
+                self._wire_batch(dense, {}),
+                self._meta(temperature, want_entropy, max_token_len),
+                dict(FORWARD_PROCESSING),  # with apply_temperature, as verl recomputes old log-probs (protocol §6.2)
                 ref=ref,
             )
             prompt_len = _nested_lengths(data["prompts"])[rows]
@@ -255,27 +282,32 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         """Old-policy log-probs (training job); with ``no_lora_adapter`` the reference job (ref-in-actor)."""
         reference = bool(tu.get(data, "no_lora_adapter", default=False))
         want_entropy = bool(tu.get(data, "calculate_entropy", default=True)) and not reference
-        return await self._log_probs(data, ref=reference, want_entropy=want_entropy)
+        budget = self.config.ref if reference else self.config.rollout
+        return await self._log_probs(
+            data, ref=reference, want_entropy=want_entropy, max_token_len=self._token_budget(budget)
+        )
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="ref"))
     async def compute_ref_log_prob(self, data: TensorDict) -> TensorDict:
         """Reference log-probs from the backend's log_prob job; only ``log_probs`` (an ``entropy`` field would
         overwrite the policy entropy already in TransferQueue)."""
-        return await self._log_probs(data, ref=True, want_entropy=False)
+        return await self._log_probs(
+            data, ref=True, want_entropy=False, max_token_len=self._token_budget(self.config.ref)
+        )
+
+    def _token_budget(self, block: DictConfig) -> int:
+        """``log_prob_max_token_len_per_gpu`` of a rollout / ref block (verl resolves both to the actor's budget)."""
+        v = block.get("log_prob_max_token_len_per_gpu", None)
+        return int(v if v is not None else self.config.actor.ppo_max_token_len_per_gpu)
 
     # ------------------------------------------------------------------ update
 
-    def _actor_config(self) -> dict[str, Any]:
-        actor = self.config.actor
-        cfg = {
-            k: OmegaConf.to_container(actor[k]) if OmegaConf.is_config(actor[k]) else actor[k]
-            for k in ACTOR_CONFIG_KEYS
-        }
-        if cfg["loss_scale_factor"] is None:
-            cfg["loss_scale_factor"] = self.max_response_len
-        policy_loss = actor.get("policy_loss", None)
-        cfg["policy_loss"] = {"loss_mode": policy_loss.get("loss_mode", "vanilla") if policy_loss else "vanilla"}
-        return cfg
+    def _actor_config(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``meta.actor_config``: the whole actor block, JSON-safe (the reference adapter sends ``vars(ActorConfig)``);
+        ``meta.policy_loss_config``: its ``policy_loss`` block, which carries ``loss_mode``."""
+        actor = json_safe(OmegaConf.to_container(self.config.actor, resolve=True))
+        policy_loss = actor.get("policy_loss") or {"loss_mode": "vanilla"}
+        return actor, dict(policy_loss)
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
     async def update_actor(self, data: TensorDict) -> TensorDict:
@@ -296,11 +328,22 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         if not self.config.actor.use_kl_loss:
             fields.pop("ref_log_prob")
         if IS_WEIGHTS in data.keys():
+            profile = self.backend.profile
+            if not profile.rollout_is_weights and not self._warned_is_weights:
+                # the start-up check refuses algorithm.rollout_correction.rollout_is for such a backend, so only a
+                # caller that bypassed it gets here; the weights still travel where the protocol puts them
+                logger.error(
+                    f"update_actor: the batch has rollout_is_weights, but {profile.name} does not apply IS weights "
+                    "(its updates are unweighted); set algorithm.rollout_correction.rollout_is=null or use a backend "
+                    "that applies them"
+                )
+                self._warned_is_weights = True
             fields[IS_WEIGHTS] = RESPONSE_PAD_VALUES[IS_WEIGHTS]
         for name in fields:
             if name not in data.keys():
                 raise KeyError(f"update_actor: field {name!r} is missing from the batch")
-        actor_config = self._actor_config()
+        actor_config, policy_loss_config = self._actor_config()
+        max_token_len = int(self.config.actor.ppo_max_token_len_per_gpu)
         client = await self.backend.client()
         metrics: dict[str, list] = {}
         tokens: list[int] = []
@@ -313,24 +356,22 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             if len(rows) == 0:
                 continue  # only synthetic padding rows: nothing to learn from, no optimizer step
             dense = self._densify(mini_batch, rows, fields)
-            meta = self._meta(temperature, calculate_entropy)
+            meta = self._meta(temperature, calculate_entropy, max_token_len)
             meta.update(
                 actor_config=actor_config,
+                policy_loss_config=policy_loss_config,
                 global_batch_size=global_batch_size,
                 batch_num_tokens=int(dense["response_mask"].sum()),
-                dp_size=1,
+                rollout_is_weights=None,  # Arctic-Platform reads IS weights from meta; they travel in batch
             )
-            reply = await client.forward_backward(
-                self._wire_batch(dense, tuple(fields)),
-                meta,
-                dict(UPDATE_PROCESSING),
-            )
+            reply = await client.forward_backward(self._wire_batch(dense, fields), meta, dict(UPDATE_PROCESSING))
             step = await client.step()
             for key, value in reply.get("metrics", {}).items():
                 metrics.setdefault(key.removeprefix("actor/"), []).append(float(value))
             metrics.setdefault("loss", []).append(float(reply.get("avg_loss", 0.0)))
-            step_metrics = step.get("metrics", step)  # tolerate both {metrics:{...}} and flat step replies
-            metrics.setdefault("grad_norm", []).append(float(step_metrics["grad_norm"]))
+            step_metrics = step.get("metrics", step)  # tolerate both {metrics:{...}} and flat (Cortex) step replies
+            if step_metrics.get("grad_norm") is not None:  # DeepSpeed may report none for a step
+                metrics.setdefault("grad_norm", []).append(float(step_metrics["grad_norm"]))
             metrics["lr"] = [float(step_metrics.get("last_lr", step_metrics.get("lr", 0.0)))]
             tokens.extend(_nested_lengths(mini_batch["input_ids"])[rows].tolist())
         metrics["mfu"] = [self._mfu(tokens, time.perf_counter() - t0)]
@@ -377,9 +418,22 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         version that produced them.
         """
         version = int(global_steps) if global_steps is not None else self.policy_version
-        reply = await self.backend.update_weights(policy_version=version)
+        if self.opts.get("colocate", False):
+            reply = await self._staged_update(version)
+        else:
+            reply = await self.backend.update_weights(policy_version=version)
         self.policy_version = int(reply.get("policy_version", version if version is not None else 0))
         return {}
+
+    async def _staged_update(self, version: Optional[int]) -> dict:
+        """A colocated backend's weight sync, as Arctic-Platform's own rollout stages it: wake the sampler's weights,
+        sync, wake its KV cache (allocated only once training has released its memory), reset the prefix cache."""
+        client = await self.backend.client()
+        await client.wake_inference(["weights"])
+        reply = await self.backend.update_weights(policy_version=version)
+        await client.wake_inference(["kv_cache"])
+        await client.reset_prefix_cache()
+        return reply
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     async def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None):

@@ -28,6 +28,12 @@ ARCTIC = [
 
 
 @pytest.fixture(scope="session")
+def arctic_overrides() -> list[str]:
+    """The Hydra overrides every arctic test config starts from."""
+    return list(ARCTIC)
+
+
+@pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir) -> Path:
     return tiny_model_dir
 

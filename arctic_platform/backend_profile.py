@@ -1,0 +1,145 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""What an Arctic RL backend honours: its capability profile (torch-free, pydantic only).
+
+The embedded server advertises its profile in ``GET /health`` (``{"status": "OK", "capabilities": [...],
+"profile": {...}}``, an extension). A server that advertises none is an Arctic-Platform server: Arctic-Platform main
+answers ``{"status": "OK"}``, and gets :data:`ARCTIC_PLATFORM_MAIN`, the profile measured on its real training
+engine (DeepSpeed workers on CPU; ``../shared/fixtures/arctic-platform/engine/``) and read from its code (main,
+commit 5864380). The verl plugin checks a run's settings against the profile at start-up
+(:mod:`arctic_platform.integrations.verl.settings`), so a setting the backend would silently mishandle is refused
+before any job exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .protocol import AGG_MODES, CAPABILITIES, KL_TYPES, LOSS_MODES
+
+__all__ = ["ARCTIC_PLATFORM_MAIN", "BackendProfile", "embedded_profile", "profile_from_health"]
+
+
+class BackendProfile(BaseModel):
+    """The settings a backend honours with verl's semantics (anything else the plugin refuses at start-up)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    name: str
+    """Shown in refusals, e.g. "Arctic-Platform main"."""
+    loss_modes: tuple[str, ...]
+    """``policy_loss.loss_mode`` values computed as verl computes them."""
+    clip_ratios: Literal["config"] | tuple[float, float, float] = "config"
+    """``config``: clip_ratio_low / high / c are read from the actor config; a tuple: hard-coded (low, high, c)."""
+    agg_modes: tuple[str, ...]
+    """``loss_agg_mode`` values aggregated per sequence as verl does."""
+    kl_types: tuple[str, ...]
+    """``kl_loss_type`` values."""
+    rollout_is_weights: bool
+    """Per-token rollout IS weights (``batch.rollout_is_weights``) scale the policy loss."""
+    token_ids: bool
+    """``/generate`` takes token-id prompts and returns the exact generated ids."""
+    rollout_logprobs: bool
+    """``sampling_params.logprobs`` returns the sampled tokens' log-probs."""
+    lora: bool
+    """LoRA adapters (``extensions.lora``)."""
+    step_learning_rate: bool
+    """``/step`` honours ``learning_rate`` (the plugin then drives verl's LR schedule per training step)."""
+    dynamic_bsz: bool
+    """Token-budget micro-batches (``actor.use_dynamic_bsz``)."""
+    training_config: bool
+    """``JobConfig.training_config`` is read."""
+    training_zero_stages: tuple[int, ...] | None = None
+    """ZeRO stages a training job initialises with (None: not a DeepSpeed engine; ``zero_optimization`` is only
+    placement)."""
+    log_prob_zero_stages: tuple[int, ...] | None = None
+    """ZeRO stages a log_prob (no optimizer) job initialises with."""
+    attn_implementations: tuple[str, ...] | None = None
+    """Attention implementations the training engine can load (None: not advertised)."""
+    default_attn_implementation: str = "sdpa"
+    """``ds_worker_config.attn_implementation`` the plugin sends when ``model.override_config`` names none."""
+    sampling_penalties: bool = True
+    """``repetition_penalty`` / ``presence_penalty`` / ``frequency_penalty`` / ``min_p`` are applied by the sampler."""
+    sleep_wake: bool = True
+    """``/sleep-inference`` and ``/wake-inference`` with tags (the colocated staged wake)."""
+    hf_export: bool = True
+    """``/save`` with ``export_hf`` writes a Hugging Face model."""
+    liger: bool = False
+    """``ds_worker_config.use_liger`` (Liger kernels)."""
+    sequence_parallel: bool = False
+    """``ds_config.sequence_parallel_size`` > 1 (Ulysses)."""
+    extensions: tuple[str, ...] = Field(default_factory=tuple)
+    """The embedded server's capability flags (:data:`arctic_platform.protocol.CAPABILITIES`)."""
+
+
+ARCTIC_PLATFORM_MAIN = BackendProfile(
+    name="Arctic-Platform main",
+    # integrations/verl/grpo_loss.py: loss_mode is read and ignored (always vanilla), clip constants hard-coded
+    loss_modes=("vanilla",),
+    clip_ratios=(0.2, 0.2, 3.0),
+    # the engine packs a micro-batch to [1, T], so a "sequence" is a whole micro-batch: only the modes whose value
+    # does not depend on sequence boundaries survive; token-sum raises (docs/arctic-rl-protocol.md §6.2)
+    agg_modes=("token-mean", "seq-mean-token-sum"),
+    kl_types=KL_TYPES,
+    # read only from meta (not DP-split, not unpadded: a [b, R] tensor there crashes the loss), ignored in batch
+    rollout_is_weights=False,
+    token_ids=False,
+    rollout_logprobs=False,  # ArcticLLMEngine sets CompletionOutput.logprobs=None
+    lora=False,
+    step_learning_rate=False,  # /step: "on-prem uses the DeepSpeed scheduler's LR"
+    dynamic_bsz=False,  # micro-batches come from gradient_accumulation_steps (token budgets only on the ZoRRo path)
+    training_config=True,
+    # measured: stage 0 fails ("unsupported mix of model_dtype=bfloat16 and grad_accum_dtype=float32"), 1 and 3 train;
+    # a log_prob engine (no optimizer) fails at stage 1 ("zero stage 1 requires an optimizer") and runs at 3
+    training_zero_stages=(1, 2, 3),
+    log_prob_zero_stages=(3,),
+    attn_implementations=None,
+    default_attn_implementation="flash_attention_2",  # the reference adapter's default for its GPU fleet
+    sampling_penalties=True,  # sampling_params are vLLM SamplingParams kwargs
+    sleep_wake=True,
+    hf_export=True,
+    liger=True,
+    sequence_parallel=True,
+)
+
+
+def embedded_profile(*, attn_implementations: tuple[str, ...], lora: bool = False) -> BackendProfile:
+    """The embedded torch server's profile (what ``GET /health`` advertises)."""
+    return BackendProfile(
+        name="the embedded arctic-verl server",
+        loss_modes=LOSS_MODES,
+        agg_modes=AGG_MODES,
+        kl_types=KL_TYPES,
+        rollout_is_weights=True,
+        token_ids=True,
+        rollout_logprobs=True,
+        lora=lora,
+        step_learning_rate=True,
+        dynamic_bsz=False,
+        training_config=True,
+        attn_implementations=attn_implementations,
+        default_attn_implementation="sdpa" if "sdpa" in attn_implementations else attn_implementations[0],
+        sampling_penalties=False,
+        extensions=CAPABILITIES,
+    )
+
+
+def profile_from_health(health: Any) -> BackendProfile:
+    """The profile a ``/health`` reply advertises; :data:`ARCTIC_PLATFORM_MAIN` when it advertises none."""
+    profile = health.get("profile") if isinstance(health, dict) else None
+    if isinstance(profile, dict):
+        return BackendProfile.model_validate(profile)
+    return ARCTIC_PLATFORM_MAIN

@@ -1,0 +1,719 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""Every verl actor / rollout / model setting, and what the arctic backend does with it, per backend profile.
+
+A user who switches a working GRPO config from stock verl to ``remote_backend=arctic`` expects the same training,
+so no setting under ``actor_rollout_ref`` may be silently ignored. :data:`SETTINGS` classifies each one (a test
+walks verl's composed default config and fails on any leaf no entry covers):
+
+* ``verl``: verl's own control loop uses it (dataloader, agent loop, advantages, iterator): unchanged;
+* ``backend``: sent to the backend and honoured there with verl's semantics, or refused at start-up when the
+  backend's :class:`~arctic_platform.backend_profile.BackendProfile` lacks it;
+* ``placement``: how verl's *own* engines place memory or pick kernels (FSDP, offload, torch.compile, fused kernels,
+  padding removal): it changes no number of the training, and with a remote backend the backend's engine config
+  (``remote_backend.arctic.train.deepspeed``) decides placement. ``compose_check`` and ``arctic-verl probe`` list
+  the non-default ones;
+* ``refused``: a non-default value is refused on every backend (a feature the backend does not have).
+
+:func:`check_settings` returns one refusal per setting (naming the setting, the backend and the way out); the
+adapter raises them all at once, before any job exists, and ``compose_check`` shows them before Ray starts.
+``python -m arctic_platform.integrations.verl.settings`` prints the table (docs/settings.md).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from arctic_platform.backend_profile import BackendProfile
+
+__all__ = [
+    "SETTINGS",
+    "Setting",
+    "SettingsContext",
+    "check_settings",
+    "covering",
+    "non_default_placement",
+    "settings_notes",
+]
+
+VERL, BACKEND, PLACEMENT, REFUSED = "verl", "backend", "placement", "refused"
+ARR = "actor_rollout_ref"
+
+
+@dataclass
+class SettingsContext:
+    """What a check reads: the main config, the merged ``remote_backend.arctic`` options, the backend profile."""
+
+    cfg: DictConfig
+    opts: DictConfig
+    profile: BackendProfile
+
+    def get(self, path: str, default: Any = None) -> Any:
+        v = OmegaConf.select(self.cfg, path, default=default)
+        return OmegaConf.to_container(v, resolve=True) if isinstance(v, (DictConfig, ListConfig)) else v
+
+    @property
+    def backend_type(self) -> str:
+        return str(self.opts.backend.type)
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+
+Check = Callable[[SettingsContext], Optional[str]]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One verl setting (``pattern`` is a dotted path from the config root; ``.*`` covers a sub-tree)."""
+
+    pattern: str
+    role: str
+    how: str
+    """How it is honoured (or why it cannot be), as the table shows it."""
+    check: Optional[Check] = None
+    note: Optional[Check] = None
+    """A line worth showing at start-up that refuses nothing (a backend difference that changes no number)."""
+
+
+# ------------------------------------------------------------------------------------------------ checks
+
+
+def _refuse_unless_default(path: str, default: Any, why: str, way_out: str) -> Check:
+    def check(ctx: SettingsContext) -> Optional[str]:
+        v = ctx.get(path, default)
+        if v != default and not (default is None and v in (None, "", 0, False, [], {})):
+            return f"{path}={v!r}: {why}; {way_out}"
+        return None
+
+    return check
+
+
+def _loss_mode(ctx):
+    mode = ctx.get(f"{ARR}.actor.policy_loss.loss_mode", "vanilla")
+    if mode not in ctx.profile.loss_modes:
+        return (
+            f"{ARR}.actor.policy_loss.loss_mode={mode!r}: {ctx.name} computes only {list(ctx.profile.loss_modes)}; "
+            "use loss_mode=vanilla or a backend that implements it"
+        )
+    return None
+
+
+def _clip_ratios(ctx):
+    fixed = ctx.profile.clip_ratios
+    if fixed == "config":
+        return None
+    a = f"{ARR}.actor"
+    base = ctx.get(f"{a}.clip_ratio", 0.2)
+    low = ctx.get(f"{a}.clip_ratio_low")
+    high = ctx.get(f"{a}.clip_ratio_high")
+    eff = (base if low is None else low, base if high is None else high, ctx.get(f"{a}.clip_ratio_c", 3.0))
+    if tuple(float(x) for x in eff) != tuple(fixed):
+        return (
+            f"{a}.clip_ratio_low/clip_ratio_high/clip_ratio_c={eff}: {ctx.name} hard-codes {fixed} and ignores the "
+            f"config; set them to {fixed} or use a backend that reads them"
+        )
+    return None
+
+
+def _agg_mode(ctx):
+    mode = ctx.get(f"{ARR}.actor.loss_agg_mode", "token-mean")
+    if mode not in ctx.profile.agg_modes:
+        why = (
+            "packs each micro-batch into one row, so this mode would aggregate micro-batches, not sequences"
+            if mode.startswith("seq-mean")
+            else "does not implement it"
+        )
+        return f"{ARR}.actor.loss_agg_mode={mode!r}: {ctx.name} {why}; use one of {list(ctx.profile.agg_modes)}"
+    return None
+
+
+def _kl_type(ctx):
+    if not ctx.get(f"{ARR}.actor.use_kl_loss", False):
+        return None
+    kind = str(ctx.get(f"{ARR}.actor.kl_loss_type", "low_var_kl"))
+    if kind not in ctx.profile.kl_types:
+        return f"{ARR}.actor.kl_loss_type={kind!r}: {ctx.name} supports {list(ctx.profile.kl_types)}"
+    return None
+
+
+def _use_kl(ctx):
+    if ctx.get(f"{ARR}.actor.use_kl_loss", False) and int(ctx.opts.log_prob_gpus) == 0:
+        return (
+            f"{ARR}.actor.use_kl_loss=True needs reference log-probs, but remote_backend.arctic.log_prob_gpus=0 "
+            "creates no reference (log_prob) job; set log_prob_gpus >= 1"
+        )
+    if ctx.backend_type == "cortex" and ctx.get(f"{ARR}.actor.use_kl_loss", False):
+        return f"{ARR}.actor.use_kl_loss=True needs /forward log-probs, which the cortex backend does not have"
+    return None
+
+
+def _kl_in_reward(ctx):
+    if not ctx.get("algorithm.use_kl_in_reward", False):
+        return None
+    if int(ctx.opts.log_prob_gpus) == 0:
+        return (
+            "algorithm.use_kl_in_reward=True needs reference log-probs, but remote_backend.arctic.log_prob_gpus=0 "
+            "creates no reference (log_prob) job; set log_prob_gpus >= 1"
+        )
+    if ctx.backend_type == "cortex":
+        return "algorithm.use_kl_in_reward=True needs /forward log-probs, which the cortex backend does not have"
+    return None
+
+
+def _ppo_epochs(ctx):
+    if ctx.backend_type == "cortex" and int(ctx.get(f"{ARR}.actor.ppo_epochs", 1)) > 1:
+        return f"{ARR}.actor.ppo_epochs > 1 needs /forward log-probs, which the cortex backend does not have"
+    return None
+
+
+def _dynamic_bsz(ctx):
+    if ctx.get(f"{ARR}.actor.use_dynamic_bsz", False) and not ctx.profile.dynamic_bsz:
+        return (
+            f"{ARR}.actor.use_dynamic_bsz=True: {ctx.name} has no token-budget micro-batches (it splits a mini-batch "
+            "into ppo_micro_batch_size_per_gpu rows); set use_dynamic_bsz=false and ppo_micro_batch_size_per_gpu"
+        )
+    return None
+
+
+def _lora(path: str) -> Check:
+    def check(ctx):
+        if int(ctx.get(path, 0) or 0) > 0 and not ctx.profile.lora:
+            return f"{path}={ctx.get(path)}: {ctx.name} has no LoRA (it would train the full model); set it to 0"
+        return None
+
+    return check
+
+
+def _liger(ctx):
+    if ctx.get(f"{ARR}.model.use_liger", False) and not ctx.profile.liger:
+        return f"{ARR}.model.use_liger=True: {ctx.name} has no Liger kernels; set it to false"
+    return None
+
+
+def _sequence_parallel(ctx):
+    sp = int(ctx.get(f"{ARR}.actor.ulysses_sequence_parallel_size", 1) or 1)
+    if sp > 1 and not ctx.profile.sequence_parallel:
+        return f"{ARR}.actor.ulysses_sequence_parallel_size={sp}: {ctx.name} has no sequence parallelism; set it to 1"
+    return None
+
+
+def _override_config(ctx):
+    override = ctx.get(f"{ARR}.model.override_config", {}) or {}
+    other = sorted(k for k in override if k != "attn_implementation")
+    if other:
+        return (
+            f"{ARR}.model.override_config.{other[0]}: the arctic backend loads the model from its own path and "
+            "applies only attn_implementation (sent as ds_worker_config.attn_implementation); edit the model's "
+            "config.json instead"
+        )
+    attn = override.get("attn_implementation")
+    allowed = ctx.profile.attn_implementations
+    if attn and allowed is not None and attn not in allowed:
+        return f"{ARR}.model.override_config.attn_implementation={attn!r}: {ctx.name} can load {list(allowed)}"
+    return None
+
+
+def _rollout_logprobs_note(ctx):
+    if ctx.get(f"{ARR}.rollout.calculate_log_probs", False) and not ctx.profile.rollout_logprobs:
+        return (
+            f"{ARR}.rollout.calculate_log_probs=True: {ctx.name}'s sampler returns no log-probs, so they are not "
+            "requested; training is unchanged (verl recomputes old log-probs), only verl's rollout-vs-training "
+            "log-prob diagnostics are absent"
+        )
+    return None
+
+
+def _rollout_is(ctx):
+    rc = ctx.get("algorithm.rollout_correction", {}) or {}
+    p = ctx.profile
+    if rc.get("rollout_is") and not (p.rollout_is_weights and p.rollout_logprobs):
+        return (
+            f"algorithm.rollout_correction.rollout_is={rc['rollout_is']!r}: {p.name} "
+            + ("drops rollout IS weights" if p.rollout_logprobs else "returns no rollout log-probs")
+            + ", so the updates would be silently unweighted; set it to null, or use the embedded server"
+        )
+    for key in ("rollout_rs", "bypass_mode"):
+        if rc.get(key) and not p.rollout_logprobs:
+            return (
+                f"algorithm.rollout_correction.{key}={rc[key]!r} needs the rollout's log-probs, which {p.name}'s "
+                "sampler does not return; turn it off"
+            )
+    return None
+
+
+def _logprobs_mode(ctx):
+    mode = ctx.get(f"{ARR}.rollout.logprobs_mode", "processed_logprobs")
+    if mode != "processed_logprobs":
+        return (
+            f"{ARR}.rollout.logprobs_mode={mode!r}: the arctic backends return log-probs of the processed "
+            "(temperature-scaled) distribution only; use processed_logprobs"
+        )
+    return None
+
+
+def _rollout_name(ctx):
+    name = ctx.get(f"{ARR}.rollout.name")
+    if name != "arctic":
+        return (
+            f"{ARR}.rollout.name={name!r}: remote_backend=arctic needs actor_rollout_ref.rollout.name=arctic "
+            "(generation must go through the backend's sampling job)"
+        )
+    return None
+
+
+def _optimizer(ctx):
+    name = str(ctx.get(f"{ARR}.actor.optim.optimizer", "AdamW"))
+    impl = str(ctx.get(f"{ARR}.actor.optim.optimizer_impl", "torch.optim"))
+    if name.lower() != "adamw":
+        return f"{ARR}.actor.optim.optimizer={name!r}: the arctic backends run AdamW; use AdamW"
+    if impl not in ("torch.optim", "torch.optim.AdamW"):
+        return f"{ARR}.actor.optim.optimizer_impl={impl!r}: the arctic backends run torch/DeepSpeed AdamW"
+    return None
+
+
+def _scheduler(ctx):
+    kind = ctx.get(f"{ARR}.actor.optim.lr_scheduler_type", "constant") or "constant"
+    if kind not in ("constant", "cosine"):
+        return f"{ARR}.actor.optim.lr_scheduler_type={kind!r}: the arctic backend implements constant and cosine"
+    return None
+
+
+def _save_contents(ctx):
+    contents = ctx.get(f"{ARR}.actor.checkpoint.save_contents", []) or []
+    if "hf_model" in contents and not ctx.profile.hf_export:
+        return f"{ARR}.actor.checkpoint.save_contents has hf_model: {ctx.name} cannot export a Hugging Face model"
+    return None
+
+
+def _colocate(ctx):
+    if ctx.opts.get("colocate", False) and not ctx.profile.sleep_wake:
+        return f"remote_backend.arctic.colocate=true: {ctx.name} has no sleep/wake to free the sampler's memory"
+    return None
+
+
+def _zero_stage(ctx):
+    stage = ctx.get("remote_backend.arctic.train.deepspeed.zero_optimization.stage")
+    if stage is None:
+        stage = OmegaConf.select(ctx.opts, "train.deepspeed.zero_optimization.stage")
+    lp_stage = OmegaConf.select(ctx.opts, "log_prob.zero_stage")
+    lp_stage = stage if lp_stage is None else lp_stage
+    ok, lp_ok = ctx.profile.training_zero_stages, ctx.profile.log_prob_zero_stages
+    if ok is not None and stage is not None and int(stage) not in ok:
+        return (
+            f"remote_backend.arctic.train.deepspeed.zero_optimization.stage={stage}: {ctx.name}'s training engine "
+            f"initialises with stages {list(ok)} (stage 0 with its bf16 + fp32 gradient accumulation fails in "
+            "DeepSpeed); use stage 3"
+        )
+    if lp_ok is not None and lp_stage is not None and int(ctx.opts.log_prob_gpus) > 0 and int(lp_stage) not in lp_ok:
+        return (
+            f"remote_backend.arctic.log_prob.zero_stage={lp_stage} (defaults to the training stage): {ctx.name}'s "
+            f"log_prob engine has no optimizer and initialises with stages {list(lp_ok)}; set "
+            "remote_backend.arctic.log_prob.zero_stage=3"
+        )
+    return None
+
+
+def _lr_per_step(ctx):
+    """verl ticks the LR once per training step; a backend without /step learning_rate ticks once per /step."""
+    if ctx.profile.step_learning_rate:
+        return None
+    optim = f"{ARR}.actor.optim"
+    kind = ctx.get(f"{optim}.lr_scheduler_type", "constant") or "constant"
+    warm = int(ctx.get(f"{optim}.lr_warmup_steps", -1) or -1)
+    ratio = float(ctx.get(f"{optim}.lr_warmup_steps_ratio", 0.0) or 0.0)
+    moving = kind != "constant" or warm > 0 or (warm < 0 and ratio > 0)
+    from .adapter import optimizer_steps_per_training_step
+
+    k = optimizer_steps_per_training_step(ctx.cfg)
+    if moving and k > 1 and not ctx.opts.train.get("lr_per_optimizer_step", False):
+        what = f"lr_scheduler_type={kind!r}" if kind != "constant" else "lr_warmup_steps / lr_warmup_steps_ratio"
+        return (
+            f"{optim}.{what} (a moving LR) with {k} optimizer steps per training step: "
+            f"{ctx.name} ticks its scheduler on every /step (verl ticks once per training step, so every mini-batch "
+            "of a step gets the same LR); set actor.ppo_mini_batch_size=data.train_batch_size (one step), or accept "
+            "the per-optimizer-step schedule with remote_backend.arctic.train.lr_per_optimizer_step=true"
+        )
+    return None
+
+
+def _total_steps(ctx):
+    kind = ctx.get(f"{ARR}.actor.optim.lr_scheduler_type", "constant") or "constant"
+    if kind == "cosine" and not ctx.get("trainer.total_training_steps"):
+        return (
+            f"{ARR}.actor.optim.lr_scheduler_type=cosine with the arctic backend needs trainer.total_training_steps: "
+            "the backend's scheduler is created before verl counts the dataloader"
+        )
+    return None
+
+
+def _hdfs(ctx):
+    if ctx.get("trainer.default_hdfs_dir"):
+        return "trainer.default_hdfs_dir: the arctic backend saves on its own filesystem; unset it"
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ the table
+
+A = f"{ARR}.actor"
+R = f"{ARR}.rollout"
+M = f"{ARR}.model"
+F = f"{ARR}.ref"
+_PLACE = "verl's own engine placement / kernels; no effect on the numbers (the backend's engine config places memory)"
+_SAMPLER = "sent in the sampling job's vllm_config (vLLM engine arg); the torch sampler honours or refuses it"
+
+SETTINGS: tuple[Setting, ...] = (
+    # ---- actor: the loss (meta.actor_config / meta.policy_loss_config of every /forward-backward)
+    Setting(f"{A}.policy_loss.loss_mode", BACKEND, "selects the policy loss", _loss_mode),
+    Setting(f"{A}.policy_loss.*", BACKEND, "sent in meta.policy_loss_config (read by the selected loss)"),
+    Setting(f"{A}.clip_ratio", BACKEND, "PPO clip ε (default of low/high)", _clip_ratios),
+    Setting(f"{A}.clip_ratio_low", BACKEND, "ε_low", _clip_ratios),
+    Setting(f"{A}.clip_ratio_high", BACKEND, "ε_high", _clip_ratios),
+    Setting(f"{A}.clip_ratio_c", BACKEND, "dual-clip c", _clip_ratios),
+    Setting(f"{A}.loss_agg_mode", BACKEND, "aggregation per sequence with the global denominators", _agg_mode),
+    Setting(f"{A}.loss_scale_factor", BACKEND, "K of seq-mean-token-sum-norm (sent as is; null = verl's rule)"),
+    Setting(f"{A}.entropy_coeff", BACKEND, "entropy bonus; entropy is computed whenever it is non-zero (verl's rule)"),
+    Setting(f"{A}.calculate_entropy", BACKEND, "meta.calculate_entropy of the update"),
+    Setting(f"{A}.use_kl_loss", BACKEND, "KL term against the reference job's log-probs", _use_kl),
+    Setting(f"{A}.kl_loss_coef", BACKEND, "KL weight"),
+    Setting(f"{A}.kl_loss_type", BACKEND, "KL estimator", _kl_type),
+    Setting(f"{A}.tau_pos", BACKEND, "SAPO temperature (read by loss_mode=sapo)"),
+    Setting(f"{A}.tau_neg", BACKEND, "SAPO temperature (read by loss_mode=sapo)"),
+    Setting(
+        f"{A}.calculate_sum_pi_squared",
+        REFUSED,
+        "Σπ² statistic of verl's FSDP actor",
+        _refuse_unless_default(
+            f"{A}.calculate_sum_pi_squared", False, "the arctic backend does not compute it", "set it to false"
+        ),
+    ),  # fmt: skip
+    # ---- actor: batching and the optimizer (job bodies and the worker's mini-batch loop)
+    Setting(f"{A}.ppo_mini_batch_size", BACKEND, "verl's mini-batch iterator; ds_config.train_batch_size = mini x n"),
+    Setting(f"{A}.ppo_micro_batch_size", BACKEND, "deprecated global size: per GPU = size / training_gpus"),
+    Setting(f"{A}.ppo_micro_batch_size_per_gpu", BACKEND, "ds_config.train_micro_batch_size_per_gpu (+ gas)"),
+    Setting(f"{A}.use_dynamic_bsz", BACKEND, "token-budget micro-batches", _dynamic_bsz),
+    Setting(f"{A}.ppo_max_token_len_per_gpu", BACKEND, "meta.max_token_len_per_gpu (token budget)"),
+    Setting(f"{A}.ppo_epochs", VERL, "the worker's mini-batch loop runs this many epochs", _ppo_epochs),
+    Setting(f"{A}.shuffle", VERL, "verl's mini-batch iterator"),
+    Setting(f"{A}.data_loader_seed", VERL, "verl's mini-batch iterator"),
+    Setting(f"{A}.rollout_n", VERL, "verl (mirrors rollout.n)"),
+    Setting(f"{A}.optim.optimizer", BACKEND, "ds_config.optimizer (AdamW)", _optimizer),
+    Setting(f"{A}.optim.optimizer_impl", BACKEND, "AdamW implementation", _optimizer),
+    Setting(f"{A}.optim.lr", BACKEND, "ds_config.optimizer.params.lr"),
+    Setting(f"{A}.optim.betas", BACKEND, "ds_config.optimizer.params.betas"),
+    Setting(f"{A}.optim.weight_decay", BACKEND, "ds_config.optimizer.params.weight_decay"),
+    Setting(f"{A}.optim.clip_grad", BACKEND, "ds_config.gradient_clipping"),
+    Setting(f"{A}.grad_clip", BACKEND, "ds_config.gradient_clipping when optim.clip_grad is null"),
+    Setting(f"{A}.optim.lr_scheduler_type", BACKEND, "ds_config.scheduler", _scheduler),
+    Setting(f"{A}.optim.lr_warmup_steps", BACKEND, "warmup (training steps)", _lr_per_step),
+    Setting(f"{A}.optim.lr_warmup_steps_ratio", BACKEND, "warmup ratio of the horizon", _lr_per_step),
+    Setting(f"{A}.optim.total_training_steps", VERL, "set by verl after the dataloader; horizon", _total_steps),
+    Setting(f"{A}.optim.min_lr_ratio", BACKEND, "cosine floor"),
+    Setting(f"{A}.optim.num_cycles", BACKEND, "cosine cycles"),
+    Setting(f"{A}.optim.zero_indexed_step", BACKEND, "scheduler step origin"),
+    Setting(f"{A}.optim.warmup_style", BACKEND, "deprecated alias of lr_scheduler_type"),
+    Setting(
+        f"{A}.optim.override_optimizer_config",
+        REFUSED,
+        "extra optimizer kwargs",
+        _refuse_unless_default(
+            f"{A}.optim.override_optimizer_config",
+            None,
+            "the arctic backend's AdamW takes lr, betas, eps and weight_decay only",
+            "unset it",
+        ),
+    ),  # fmt: skip
+    # ---- actor: checkpoints and profiling
+    Setting(
+        f"{A}.checkpoint.save_contents",
+        BACKEND,
+        "model + optimizer + extra always; hf_model -> export_hf",
+        _save_contents,
+    ),
+    Setting(f"{A}.checkpoint.load_contents", BACKEND, "resume restores model, optimizer, scheduler and counters"),
+    Setting(
+        f"{A}.checkpoint.async_save",
+        REFUSED,
+        "asynchronous checkpoint writes",
+        _refuse_unless_default(
+            f"{A}.checkpoint.async_save", False, "the arctic backend saves synchronously", "set it to false"
+        ),
+    ),  # fmt: skip
+    Setting(f"{A}.checkpoint.strict", VERL, "strict resume (the backend refuses a checkpoint of another model)"),
+    Setting(f"{A}.profiler.*", VERL, "verl's profiler config of the forwarder (trainer.profile_steps)"),
+    # ---- actor: verl's own engines
+    Setting(f"{A}.strategy", PLACEMENT, _PLACE),
+    Setting(f"{A}.fsdp_config.*", PLACEMENT, _PLACE),
+    Setting(f"{A}.megatron.*", PLACEMENT, _PLACE),
+    Setting(f"{A}.engine.*", PLACEMENT, _PLACE),
+    Setting(f"{A}.use_torch_compile", PLACEMENT, _PLACE),
+    Setting(f"{A}.use_fused_kernels", PLACEMENT, _PLACE),
+    Setting(f"{A}.use_remove_padding", PLACEMENT, _PLACE),
+    Setting(f"{A}.pad_to_length", PLACEMENT, _PLACE),
+    Setting(f"{A}.entropy_from_logits_with_chunking", PLACEMENT, _PLACE),
+    Setting(f"{A}.entropy_from_logits_chunk_size", PLACEMENT, _PLACE),
+    Setting(f"{A}.entropy_checkpointing", PLACEMENT, _PLACE),
+    Setting(f"{A}.use_prefix_grouper", PLACEMENT, _PLACE),
+    Setting(f"{A}.freeze_vision_tower", PLACEMENT, "vision towers only (the arctic backends are text-only)"),
+    Setting(f"{A}.ulysses_sequence_parallel_size", BACKEND, "ds_config.sequence_parallel_size", _sequence_parallel),
+    Setting(
+        f"{A}.qat.*",
+        REFUSED,
+        "quantisation-aware training",
+        _refuse_unless_default(f"{A}.qat.enable", False, "the arctic backend has no QAT", "set it to false"),
+    ),
+    # ---- reference policy (the log_prob job)
+    Setting(f"{F}.log_prob_micro_batch_size", BACKEND, "log_prob_config.train_micro_batch_size_per_gpu (memory)"),
+    Setting(f"{F}.log_prob_micro_batch_size_per_gpu", BACKEND, "log_prob_config.train_micro_batch_size_per_gpu"),
+    Setting(f"{F}.log_prob_use_dynamic_bsz", PLACEMENT, "memory of the reference forward"),
+    Setting(f"{F}.log_prob_max_token_len_per_gpu", PLACEMENT, "memory of the reference forward"),
+    Setting(f"{F}.rollout_n", VERL, "verl (mirrors rollout.n)"),
+    Setting(f"{F}.*", PLACEMENT, _PLACE),
+    # ---- model
+    Setting(f"{M}.path", BACKEND, "every job's model_name (remote_backend.arctic.model_path overrides)"),
+    Setting(f"{M}.tokenizer_path", VERL, "verl's tokenizer (dataset, reward)"),
+    Setting(
+        f"{M}.hf_config_path",
+        REFUSED,
+        "a config.json other than the model's",
+        _refuse_unless_default(
+            f"{M}.hf_config_path", None, "the backend loads the model's own config.json", "unset it"
+        ),
+    ),  # fmt: skip
+    Setting(f"{M}.use_shm", PLACEMENT, "how verl's own workers load the weights"),
+    Setting(f"{M}.trust_remote_code", VERL, "verl's tokenizer; the backend loads transformers models"),
+    Setting(f"{M}.custom_chat_template", VERL, "verl's chat template (dataset)"),
+    Setting(f"{M}.external_lib", VERL, "imported by verl"),
+    Setting(f"{M}.enable_gradient_checkpointing", BACKEND, "ds_worker_config.enable_gradient_checkpointing"),
+    Setting(f"{M}.enable_activation_offload", PLACEMENT, _PLACE),
+    Setting(f"{M}.use_remove_padding", PLACEMENT, _PLACE),
+    Setting(f"{M}.use_fused_kernels", PLACEMENT, _PLACE),
+    Setting(f"{M}.fused_kernel_options.*", PLACEMENT, _PLACE),
+    Setting(f"{M}.tiled_mlp.*", PLACEMENT, _PLACE),
+    Setting(f"{M}.use_liger", BACKEND, "ds_worker_config.use_liger", _liger),
+    Setting(f"{M}.override_config.*", BACKEND, "attn_implementation -> ds_worker_config", _override_config),
+    Setting(f"{M}.lora_rank", BACKEND, "LoRA (extensions.lora)", _lora(f"{M}.lora_rank")),
+    Setting(f"{M}.lora_alpha", BACKEND, "LoRA alpha"),
+    Setting(f"{M}.target_modules", BACKEND, "LoRA target modules"),
+    Setting(f"{M}.exclude_modules", BACKEND, "LoRA excluded modules"),
+    Setting(
+        f"{M}.lora_adapter_path",
+        BACKEND,
+        "a LoRA adapter to start from",
+        _refuse_unless_default(
+            f"{M}.lora_adapter_path", None, "the arctic backend starts LoRA from scratch", "unset it"
+        ),
+    ),  # fmt: skip
+    Setting(f"{M}.lora.rank", BACKEND, "Megatron-style LoRA block", _lora(f"{M}.lora.rank")),
+    Setting(f"{M}.lora.*", BACKEND, "Megatron-style LoRA block (used only with lora.rank > 0)"),
+    Setting(
+        f"{M}.mtp.*",
+        REFUSED,
+        "multi-token prediction",
+        _refuse_unless_default(f"{M}.mtp.enable", False, "the arctic backend has no MTP heads", "set it to false"),
+    ),
+    # ---- rollout (the sampling job)
+    Setting(f"{R}.name", BACKEND, "must be arctic", _rollout_name),
+    Setting(f"{R}.mode", VERL, "async agent loop (the only V1 mode)"),
+    Setting(f"{R}.temperature", BACKEND, "sampling_params.temperature (and the log-prob temperature)"),
+    Setting(f"{R}.top_k", BACKEND, "sampling_params.top_k"),
+    Setting(f"{R}.top_p", BACKEND, "sampling_params.top_p"),
+    Setting(f"{R}.seed", BACKEND, "the jobs' seed (remote_backend.arctic.seed overrides)"),
+    Setting(f"{R}.full_determinism", PLACEMENT, "vLLM batch invariance; remote_backend.arctic.train.determinism"),
+    Setting(f"{R}.prompt_length", VERL, "data.max_prompt_length (dense layout width P)"),
+    Setting(f"{R}.response_length", BACKEND, "sampling_params.max_tokens"),
+    Setting(f"{R}.ignore_eos", BACKEND, "sampling_params.ignore_eos"),
+    Setting(f"{R}.do_sample", VERL, "verl's validation settings"),
+    Setting(f"{R}.n", VERL, "verl repeats each prompt n times"),
+    Setting(f"{R}.over_sample_rate", VERL, "verl's agent loop"),
+    Setting(f"{R}.val_kwargs.*", VERL, "validation sampling params, sent per request"),
+    Setting(f"{R}.multi_turn.*", VERL, "verl's agent loop"),
+    Setting(f"{R}.agent.*", VERL, "verl's agent loop"),
+    Setting(f"{R}.trace.*", VERL, "verl's rollout tracing"),
+    Setting(f"{R}.profiler.*", VERL, "verl's rollout profiler config"),
+    Setting(f"{R}.calculate_log_probs", BACKEND, "sampling_params.logprobs", note=_rollout_logprobs_note),
+    Setting(f"{R}.logprobs_mode", BACKEND, "log-probs of the temperature-scaled distribution", _logprobs_mode),
+    Setting(f"{R}.gpu_memory_utilization", BACKEND, _SAMPLER),
+    Setting(f"{R}.enforce_eager", BACKEND, _SAMPLER),
+    Setting(f"{R}.enable_chunked_prefill", BACKEND, _SAMPLER),
+    Setting(f"{R}.max_model_len", BACKEND, _SAMPLER),
+    Setting(f"{R}.max_num_seqs", BACKEND, _SAMPLER),
+    Setting(f"{R}.max_num_batched_tokens", PLACEMENT, "vLLM scheduler budget (set it in sampling.engine_kwargs)"),
+    Setting(f"{R}.enable_prefix_caching", PLACEMENT, "vLLM prefix cache (set it in sampling.engine_kwargs)"),
+    Setting(f"{R}.cudagraph_capture_sizes", PLACEMENT, "vLLM CUDA graphs (set it in sampling.engine_kwargs)"),
+    Setting(f"{R}.dtype", PLACEMENT, "the sampler's dtype follows remote_backend.arctic.dtype"),
+    Setting(f"{R}.free_cache_engine", BACKEND, "with remote_backend.arctic.colocate: sleep the sampler", _colocate),
+    Setting(f"{R}.multi_stage_wake_up", BACKEND, "colocated staged wake (weights, sync, kv_cache, reset)"),
+    Setting(f"{R}.tensor_model_parallel_size", VERL, "must leave one replica (the backend sizes its engines)"),
+    Setting(f"{R}.data_parallel_size", VERL, "must leave one replica"),
+    Setting(f"{R}.expert_parallel_size", PLACEMENT, _PLACE),
+    Setting(f"{R}.pipeline_model_parallel_size", VERL, "must leave one replica"),
+    Setting(f"{R}.nnodes", PLACEMENT, _PLACE),
+    Setting(f"{R}.n_gpus_per_node", PLACEMENT, _PLACE),
+    Setting(f"{R}.load_format", PLACEMENT, "the backend loads the model itself"),
+    Setting(f"{R}.layered_summon", PLACEMENT, _PLACE),
+    Setting(f"{R}.log_prob_micro_batch_size", BACKEND, "micro-batch of compute_log_prob on the training job"),
+    Setting(f"{R}.log_prob_micro_batch_size_per_gpu", BACKEND, "micro-batch of compute_log_prob"),
+    Setting(f"{R}.log_prob_use_dynamic_bsz", PLACEMENT, "memory of compute_log_prob"),
+    Setting(f"{R}.log_prob_max_token_len_per_gpu", PLACEMENT, "memory of compute_log_prob"),
+    Setting(f"{R}.disable_log_stats", PLACEMENT, "vLLM logging"),
+    Setting(f"{R}.scheduling_policy", PLACEMENT, "vLLM request order"),
+    Setting(f"{R}.skip_tokenizer_init", PLACEMENT, "verl's own vLLM engines"),
+    Setting(f"{R}.checkpoint_engine.*", VERL, "the remote_backend checkpoint engine (a no-op) replaces it"),
+    Setting(f"{R}.moe_load_balance_metrics_interval", PLACEMENT, "verl's own vLLM metrics"),
+    Setting(
+        f"{R}.prometheus.*",
+        REFUSED,
+        "vLLM metrics server",
+        _refuse_unless_default(
+            f"{R}.prometheus.enable", False, "the arctic backend runs no Prometheus exporter", "set it to false"
+        ),
+    ),  # fmt: skip
+    Setting(
+        f"{R}.router_config_path",
+        REFUSED,
+        "request router",
+        _refuse_unless_default(f"{R}.router_config_path", None, "the arctic backend has one sampling job", "unset it"),
+    ),  # fmt: skip
+    Setting(
+        f"{R}.enable_rollout_routing_replay",
+        REFUSED,
+        "MoE routing replay",
+        _refuse_unless_default(
+            f"{R}.enable_rollout_routing_replay",
+            False,
+            "the arctic backend returns no routed experts",
+            "set it to false",
+        ),
+    ),  # fmt: skip
+    Setting(
+        f"{R}.quantization",
+        REFUSED,
+        "rollout quantisation",
+        _refuse_unless_default(f"{R}.quantization", None, "the arctic backend samples unquantised", "unset it"),
+    ),  # fmt: skip
+    Setting(
+        f"{R}.quantization_config_file",
+        REFUSED,
+        "rollout quantisation",
+        _refuse_unless_default(
+            f"{R}.quantization_config_file", None, "the arctic backend samples unquantised", "unset it"
+        ),
+    ),  # fmt: skip
+    Setting(f"{R}.mtp", REFUSED, "MTP speculative decoding (mirrors model.mtp)"),
+    Setting(f"{R}.qat", REFUSED, "QAT rollout (mirrors actor qat)"),
+    Setting(
+        f"{R}.disaggregation.*",
+        REFUSED,
+        "prefill/decode disaggregation",
+        _refuse_unless_default(
+            f"{R}.disaggregation.enabled", False, "the arctic backend has one sampling job", "set it to false"
+        ),
+    ),  # fmt: skip
+    Setting(f"{ARR}.hybrid_engine", VERL, "verl's worker layout"),
+    Setting(f"{ARR}.nccl_timeout", PLACEMENT, "verl's own process groups"),
+    # ---- outside actor_rollout_ref: settings whose meaning depends on the backend
+    Setting("algorithm.use_kl_in_reward", VERL, "verl's KL reward on the reference job's log-probs", _kl_in_reward),
+    Setting("algorithm.rollout_correction.*", BACKEND, "rollout IS weights in batch.rollout_is_weights", _rollout_is),
+    Setting("remote_backend.arctic.train.deepspeed.*", BACKEND, "ds_config (ZeRO stage)", _zero_stage),
+    Setting("trainer.default_hdfs_dir", REFUSED, "HDFS checkpoint copies", _hdfs),
+)
+
+
+def covering(path: str) -> Optional[Setting]:
+    """The first :data:`SETTINGS` entry covering ``path`` (exact, or a ``.*`` sub-tree pattern)."""
+    for s in SETTINGS:
+        if s.pattern == path or (s.pattern.endswith(".*") and fnmatch.fnmatchcase(path, s.pattern)):
+            return s
+        if s.pattern.endswith(".*") and path == s.pattern[:-2]:
+            return s
+    return None
+
+
+def check_settings(cfg: DictConfig, opts: DictConfig, profile: BackendProfile) -> list[str]:
+    """One message per setting the backend cannot honour (empty: all honoured). Each check runs once."""
+    ctx = SettingsContext(cfg, opts, profile)
+    seen: set[int] = set()
+    out: list[str] = []
+    for s in SETTINGS:
+        if s.check is None or id(s.check) in seen:
+            continue
+        seen.add(id(s.check))
+        msg = s.check(ctx)
+        if msg and msg not in out:
+            out.append(msg)
+    return out
+
+
+def settings_notes(cfg: DictConfig, opts: DictConfig, profile: BackendProfile) -> list[str]:
+    """Start-up lines for settings the backend handles differently without changing the training."""
+    ctx = SettingsContext(cfg, opts, profile)
+    return [m for s in SETTINGS if s.note is not None and (m := s.note(ctx))]
+
+
+def non_default_placement(cfg: DictConfig, defaults: DictConfig) -> list[str]:
+    """``placement`` settings whose value differs from verl's default (``compose_check`` and the probe list them)."""
+    out = []
+    for path, value in _leaves(OmegaConf.to_container(cfg[ARR], resolve=True), ARR):
+        s = covering(path)
+        if s is not None and s.role == PLACEMENT:
+            default = OmegaConf.select(defaults, path, default=None)
+            if isinstance(default, (DictConfig, ListConfig)):
+                default = OmegaConf.to_container(default, resolve=True)
+            if value != default:
+                out.append(f"{path}={value!r}")
+    return out
+
+
+def _leaves(d: Any, prefix: str):
+    if isinstance(d, dict):
+        for k, v in d.items():
+            yield from _leaves(v, f"{prefix}.{k}")
+    else:
+        yield prefix, d
+
+
+def render_table(profiles: tuple[BackendProfile, ...]) -> str:
+    """Markdown: every setting, its role, how it is honoured, and per profile whether it can be refused."""
+    head = "| setting | role | how | " + " | ".join(p.name for p in profiles) + " |"
+    lines = [head, "|" + "---|" * (3 + len(profiles))]
+    for s in SETTINGS:
+        cells = []
+        for p in profiles:
+            if s.role == REFUSED:
+                cells.append("refused if set")
+            elif s.check is None:
+                cells.append("honoured" if s.role != PLACEMENT else "no effect (placement)")
+            else:
+                cells.append("honoured; refused when unsupported (see message)")
+        lines.append(f"| `{s.pattern}` | {s.role} | {s.how} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN, embedded_profile
+
+    print(render_table((embedded_profile(attn_implementations=("eager", "sdpa")), ARCTIC_PLATFORM_MAIN)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+"""A colocated backend's staged wake / sleep around the weight sync, and ``arctic-verl probe``.
+
+Both run the plugin's real classes against a real embedded server; a recording proxy shows the calls in the order
+they reached the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def proxied(tiny_model_dir, tmp_path_factory, serve_server, proxy_cls):
+    work = tmp_path_factory.mktemp("colocate")
+    with serve_server(work, "--model", str(tiny_model_dir)) as srv, proxy_cls(srv.url) as proxy:
+        proxy.work = work
+        yield proxy
+
+
+def _run(compose_arctic, proxy, tiny_model_dir, colocate: bool):
+    from arctic_platform.integrations.verl.adapter import ArcticRemoteBackend
+    from arctic_platform.integrations.verl.v1.server import ArcticV1LLMServer
+    from arctic_platform.integrations.verl.v1.worker import ArcticV1ActorRolloutRefWorker
+
+    for k, v in {"WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29617"}.items():
+        os.environ.setdefault(k, v)
+    cfg = compose_arctic(
+        [
+            f"actor_rollout_ref.model.path={tiny_model_dir}",
+            f"trainer.default_local_dir={proxy.work / 'ckpt'}",
+            "remote_backend.arctic.backend.type=onprem",
+            f"remote_backend.arctic.backend.url={proxy.url}",
+            f"remote_backend.arctic.colocate={str(colocate).lower()}",
+        ]
+    )
+    backend = ArcticRemoteBackend.from_config(cfg)
+    handle = backend.reconnect_handle()
+    worker = ArcticV1ActorRolloutRefWorker(config=cfg.actor_rollout_ref, role="actor_rollout_ref", main_config=cfg,
+                                           backend_handle=handle)  # fmt: skip
+    worker.init_model()
+    server = ArcticV1LLMServer(cfg, handle)
+    return backend, worker, server
+
+
+def _paths(calls) -> list[str]:
+    out = []
+    for c in calls:
+        body = c.json() if c.body[:1] in (b"{", b"[") else None
+        if c.path == "/operation":
+            out.append(f"/operation {body['operation_type']}")
+        elif c.path == "/wake-inference":
+            out.append(f"/wake-inference {body.get('tags')}")
+        elif c.path == "/sleep-inference":
+            out.append(f"/sleep-inference level={body.get('level')}")
+        elif c.path not in ("/health", "/status") and not c.path.startswith("/job/"):
+            out.append(c.path)
+    return out
+
+
+def test_colocated_backend_sleeps_after_rollout_and_wakes_in_stages(compose_arctic, proxied, tiny_model_dir):
+    backend, worker, server = _run(compose_arctic, proxied, tiny_model_dir, colocate=True)
+
+    async def cycle():
+        await worker.update_weights(global_steps=0)  # on_init_end: the first sync
+        n = len(proxied.calls)
+        first = await server.generate("r0", [5, 6, 7], {"temperature": 1.0})
+        assert len(first.token_ids) > 0
+        await server.sleep()  # verl's sync loop, after every rollout
+        with pytest.raises(Exception, match="sleeping"):
+            await server.generate("r1", [5, 6, 7], {"temperature": 1.0})  # training now owns the memory
+        await worker.update_weights(global_steps=1)
+        again = await server.generate("r2", [5, 6, 7], {"temperature": 1.0})
+        assert again.extra_fields["global_steps"] == 1
+        await worker.backend.aclose()
+        await server.backend.aclose()
+        return _paths(proxied.calls[n:])
+
+    try:
+        paths = asyncio.run(cycle())
+    finally:
+        backend.destroy()
+    assert paths == [
+        "/generate",
+        "/sleep-inference level=1",
+        "/generate",  # 409: sleeping
+        "/wake-inference ['weights']",
+        "/operation weight-sync",
+        "/wake-inference ['kv_cache']",
+        "/operation reset-prefix-cache",
+        "/generate",
+    ], paths
+
+
+def test_a_backend_that_is_not_colocated_never_sleeps(compose_arctic, proxied, tiny_model_dir):
+    backend, worker, server = _run(compose_arctic, proxied, tiny_model_dir, colocate=False)
+
+    async def cycle():
+        n = len(proxied.calls)
+        await server.sleep()
+        await worker.update_weights(global_steps=1)
+        await worker.backend.aclose()
+        await server.backend.aclose()
+        return _paths(proxied.calls[n:])
+
+    try:
+        assert asyncio.run(cycle()) == ["/operation weight-sync"]
+    finally:
+        backend.destroy()
+
+
+def _probe(args, cwd):
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "arctic_platform.cli", "probe", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+def test_probe_against_the_embedded_server(arctic_overrides, tiny_model_dir, tmp_path):
+    args = [
+        *arctic_overrides,
+        f"actor_rollout_ref.model.path={tiny_model_dir}",
+        f"trainer.default_local_dir={tmp_path}",
+    ]
+    r = _probe(args, tmp_path)
+    out = r.stdout
+    assert r.returncode == 0, out + r.stderr
+    for line in (
+        "ok   GET /health",
+        "capability check: 0 refusal(s) by the embedded arctic-verl server",
+        "ok   POST /initialize x3 (the plugin's bodies)",
+        "ok   update_actor: POST /forward-backward + POST /step",
+        "ok   compute_log_prob: POST /forward (training job)",
+        "ok   compute_ref_log_prob: POST /forward (log_prob job)",
+        "ok   generate: POST /generate",
+        "ok   update_weights: weight sync training -> sampling",
+        "ok   POST /destroy",
+        "probe: OK",
+    ):
+        assert line in out, (line, out)
+    assert "grad_norm=" in out and "sampling=1 RUNNING" in out
+
+
+def test_probe_reports_refusals_and_the_servers_words(arctic_overrides, proxied, tiny_model_dir, tmp_path):
+    """A server that advertises no profile is taken for Arctic-Platform main: its refusals are listed, and the
+    embedded server's own 422 for flash_attention_2 (that profile's default) is shown as it said it."""
+    proxied.rewrite = lambda call, body: (
+        {k: v for k, v in body.items() if k not in ("profile", "capabilities")} if call.path == "/health" else body
+    )
+    try:
+        r = _probe(
+            ["--url", proxied.url, *arctic_overrides, f"actor_rollout_ref.model.path={tiny_model_dir}",
+             f"trainer.default_local_dir={tmp_path}", "actor_rollout_ref.actor.clip_ratio_high=0.28"],
+            tmp_path,
+        )  # fmt: skip
+    finally:
+        proxied.rewrite = None
+    out = r.stdout
+    assert r.returncode == 1, out + r.stderr
+    assert "REFUSED actor_rollout_ref.actor.clip_ratio_low/clip_ratio_high/clip_ratio_c=" in out
+    assert "NOTE actor_rollout_ref.rollout.calculate_log_probs=True" in out
+    assert "FAIL POST /initialize x3" in out and "flash_attention_2" in out and "(422)" in out, out
+    assert "probe: FAILED" in out

@@ -1,0 +1,275 @@
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+"""The plugin speaks the layout Arctic-Platform's real training engine accepts, measured against recorded frames.
+
+``../shared/fixtures/arctic-platform/engine/`` holds what the reference's own verl adapter sent for one GRPO mini-batch
+(``batch.json``) and the job bodies it created; the reference's real DeepSpeed engine trained on those frames. Here:
+
+* the plugin's three ``/initialize`` bodies for the same verl settings equal the adapter's (every key the reference
+  reads; ours add only ``num_devices`` and ``extensions``, which the reference ignores);
+* the plugin's real forwarder, re-attached to a real embedded server through a recording proxy, sends frames whose
+  batch tensors equal the adapter's exactly (keys, shapes, dtypes, values) and whose meta carries every key the
+  adapter sends with the same value; the one documented difference: ``/forward`` asks for ``apply_temperature``
+  (verl applies the temperature when it recomputes old log-probs; the reference adapter does not);
+* the embedded server takes the recorded frames and bodies themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+
+FIXTURES = Path(__file__).resolve().parents[4] / ".." / "shared" / "fixtures" / "arctic-platform" / "engine"
+
+pytestmark = pytest.mark.skipif(
+    not FIXTURES.is_dir(), reason=f"recorded frames not found: {FIXTURES.resolve()} (the ../shared folder)"
+)
+
+
+def _case() -> dict:
+    return json.loads((FIXTURES / "batch.json").read_text())
+
+
+def _frame(name: str) -> dict:
+    from arctic_platform import wire
+
+    return wire.decode((FIXTURES / f"{name}.dssst1").read_bytes())
+
+
+def _overrides(case: dict, model: Path, ckpt: Path, extra=()) -> list[str]:
+    v = case["verl"]
+    return [
+        "remote_backend=arctic",
+        "actor_rollout_ref.rollout.name=arctic",
+        "algorithm.adv_estimator=grpo",
+        f"data.train_batch_size={v['data.train_batch_size']}",
+        f"data.max_prompt_length={case['P']}",
+        f"data.max_response_length={case['R']}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={v['actor.ppo_mini_batch_size']}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={v['actor.ppo_micro_batch_size_per_gpu']}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={v['actor.ppo_micro_batch_size_per_gpu']}",
+        f"actor_rollout_ref.rollout.n={case['rollout_n']}",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        f"actor_rollout_ref.actor.optim.lr={v['actor.optim.lr']}",
+        f"actor_rollout_ref.actor.optim.weight_decay={v['actor.optim.weight_decay']}",
+        f"actor_rollout_ref.actor.optim.clip_grad={v['actor.optim.clip_grad']}",
+        f"+actor_rollout_ref.model.override_config.attn_implementation={v['model.override_config.attn_implementation']}",
+        f"actor_rollout_ref.model.enable_gradient_checkpointing={v['model.enable_gradient_checkpointing']}",
+        f"remote_backend.arctic.train.deepspeed.zero_optimization.stage={v['remote_backend.train.deepspeed.zero_optimization.stage']}",
+        # the reference adapter's rollout settings (tools/reference-engine/ref_adapter.py)
+        "actor_rollout_ref.rollout.max_num_seqs=16",
+        "actor_rollout_ref.rollout.enforce_eager=true",
+        "actor_rollout_ref.rollout.enable_chunked_prefill=false",
+        "trainer.n_gpus_per_node=1",
+        "trainer.nnodes=1",
+        "trainer.save_freq=-1",
+        "trainer.resume_mode=disable",
+        "trainer.total_training_steps=10",
+        f"actor_rollout_ref.model.path={model}",
+        f"trainer.default_local_dir={ckpt}",
+        *extra,
+    ]
+
+
+def _compose(overrides):
+    from arctic_platform.integrations.verl.compose_check import compose_config
+
+    return compose_config(overrides)
+
+
+def test_job_bodies_match_the_reference_adapters(tiny_model, tmp_path):
+    from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN
+    from arctic_platform.client import AsyncArcticRLClient
+    from arctic_platform.integrations.verl.adapter import build_client_config, validate_arctic_config
+
+    onprem = ["remote_backend.arctic.backend.type=onprem", "remote_backend.arctic.backend.url=http://x"]
+    cfg = _compose(_overrides(_case(), tiny_model, tmp_path / "ckpt", onprem))
+    client = AsyncArcticRLClient(build_client_config(cfg, validate_arctic_config(cfg)))
+    client.profile = ARCTIC_PLATFORM_MAIN  # as /health of a reference server gives (nothing is sent here)
+    want = json.loads((FIXTURES / "initialize_bodies.json").read_text())
+    for jt in ("training", "log_prob", "sampling"):
+        ours = client.job_body(jt)
+        ref = want[jt]
+        assert set(ours) - set(ref) <= {"num_devices", "extensions"}, jt
+        for key, value in ref.items():
+            if key == "model_name":
+                assert ours[key] == str(tiny_model)
+            elif key == "checkpoint_path":
+                assert ours[key] == str(tmp_path / "ckpt")
+            elif key == "arctic_inference_config":
+                # the reference sends its all-disabled rollout block; we send none (it would still switch
+                # ArcticInference's environment on in the reference server, docs/arctic-rl-protocol.md §9)
+                assert ours.get(key) is None and not value["zorro_inference"]["enable"]
+            else:
+                assert ours.get(key) == value, (jt, key, ours.get(key), value)
+
+
+def _worker(cfg, handle):
+    from arctic_platform.integrations.verl.v1.worker import ArcticV1ActorRolloutRefWorker
+
+    for k, v in {"WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29613"}.items():
+        os.environ.setdefault(k, v)  # verl's Worker reads them (a Ray worker group sets them)
+    w = ArcticV1ActorRolloutRefWorker(config=cfg.actor_rollout_ref, role="actor_rollout_ref", main_config=cfg,
+                                      backend_handle=handle)  # fmt: skip
+    w.init_model()
+    return w
+
+
+def _v1_batch(case: dict, temperature: float, update: bool):
+    """``batch.json``'s rows as verl's V1 trainer hands them to the forwarder (nested-jagged TensorDict)."""
+    from verl.utils import tensordict_utils as tu
+
+    from .batches import nested
+
+    rows = case["rows"]
+    seqs = [p + r for p, r in zip(rows["prompts"], rows["responses"], strict=True)]
+    from tensordict import TensorDict
+
+    td = TensorDict(
+        {
+            "prompts": nested(rows["prompts"], torch.int64),
+            "responses": nested(rows["responses"], torch.int64),
+            "input_ids": nested(seqs, torch.int64),
+            "position_ids": nested([list(range(len(s))) for s in seqs], torch.int64),
+            "response_mask": nested(rows["response_mask"], torch.int64),
+            "old_log_probs": nested(rows["old_log_probs"], torch.float32),
+            "advantages": nested(rows["advantages"], torch.float32),
+        },
+        batch_size=[len(seqs)],
+    )
+    extra = {"temperature": temperature, "calculate_entropy": not update}
+    if update:
+        extra.update(mini_batch_size=len(seqs), global_batch_size=len(seqs), epochs=1, seed=1,
+                     dataloader_kwargs={"shuffle": False})  # fmt: skip
+    for k, v in extra.items():
+        tu.assign_non_tensor_data(td, k, v)
+    return td
+
+
+# the ActorConfig keys the reference adapter sends (tools/reference-engine/ref_adapter.py actor_config())
+REF_ACTOR_KEYS = ("clip_ratio", "clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "loss_agg_mode", "entropy_coeff",
+                  "use_kl_loss", "kl_loss_coef", "kl_loss_type", "calculate_entropy", "ppo_epochs")  # fmt: skip
+
+
+def _same_frame(ours: dict, ref: dict, *, forward: bool) -> None:
+    assert list(ours["batch"]) == list(ref["batch"]), (list(ours["batch"]), list(ref["batch"]))
+    for key, t in ref["batch"].items():
+        assert ours["batch"][key].dtype == t.dtype and torch.equal(ours["batch"][key], t), key
+    for key, value in ref["meta"].items():
+        got = ours["meta"].get(key, "<missing>")
+        if key == "actor_config":
+            for k in REF_ACTOR_KEYS:
+                assert got[k] == value[k], k
+        elif isinstance(value, torch.Tensor) or isinstance(got, torch.Tensor):
+            assert int(got) == int(value), key
+        elif key == "policy_loss_config":  # ours is verl's whole block; the reference's harness sent loss_mode only
+            assert {k: got.get(k) for k in value} == value
+        else:
+            assert got == value, (key, got, value)
+    if forward:  # the one documented difference (docs/arctic-rl-protocol.md §6.2 item 4)
+        assert ours["processing"]["post"] == ["apply_temperature", *ref["processing"]["post"]]
+        assert ours["processing"]["loss_fn"] is ref["processing"]["loss_fn"] is None
+    else:
+        assert ours["processing"] == ref["processing"]
+
+
+@pytest.fixture(scope="module")
+def recorded_run(tiny_model_dir, tmp_path_factory, serve_server, proxy_cls):
+    """The plugin's driver path + forwarder against a real embedded server behind a recording proxy."""
+    from arctic_platform import wire
+    from arctic_platform.integrations.verl.adapter import ArcticRemoteBackend
+
+    work = tmp_path_factory.mktemp("reference_layout")
+    case = _case()
+    with serve_server(work, "--model", str(tiny_model_dir)) as srv, proxy_cls(srv.url) as proxy:
+        onprem = ["remote_backend.arctic.backend.type=onprem", f"remote_backend.arctic.backend.url={proxy.url}"]
+        cfg = _compose(_overrides(case, tiny_model_dir, work / "ckpt", onprem))
+        backend = ArcticRemoteBackend.from_config(cfg)
+        try:
+            worker = _worker(cfg, backend.reconnect_handle())
+            sent: dict[str, dict] = {}
+
+            async def run():
+                for name, temp in (("update_T1", 1.0), ("update_T0.7", 0.7)):
+                    n = len(proxy.calls)
+                    out = await worker.update_actor(_v1_batch(case, temp, update=True))
+                    [fb] = [c for c in proxy.calls[n:] if c.path == "/forward-backward"]
+                    assert fb.status == 200, fb.reply
+                    sent[name] = {"frame": wire.decode(fb.body), "metrics": out}
+                for name, temp, ref in (("forward_T1", 1.0, False), ("forward_T0.7", 0.7, False),
+                                        ("forward_ref_T1", 1.0, True)):  # fmt: skip
+                    n = len(proxy.calls)
+                    td = _v1_batch(case, temp, update=False)
+                    await (worker.compute_ref_log_prob(td) if ref else worker.compute_log_prob(td))
+                    [fw] = [c for c in proxy.calls[n:] if c.path == "/forward"]
+                    assert fw.status == 200, fw.reply
+                    sent[name] = {"frame": wire.decode(fw.body)}
+                await worker.backend.aclose()
+
+            asyncio.run(run())
+            inits = {c.json()["job_type"]: c.json() for c in proxy.calls_to("/initialize")}
+            yield {"sent": sent, "inits": inits, "server": srv, "backend": backend}
+        finally:
+            backend.destroy()
+
+
+@pytest.mark.parametrize("name", ["update_T1", "update_T0.7", "forward_T1", "forward_T0.7", "forward_ref_T1"])
+def test_plugin_frames_match_the_reference_adapters(recorded_run, name):
+    _same_frame(recorded_run["sent"][name]["frame"], _frame(name), forward=name.startswith("forward"))
+
+
+def test_plugin_sent_the_reference_bodies_it_built(recorded_run):
+    inits = recorded_run["inits"]
+    assert set(inits) == {"training", "sampling", "log_prob"}
+    assert inits["training"]["ds_worker_config"]["attn_implementation"] == "eager"
+    assert inits["training"]["ds_config"]["zero_optimization"]["stage"] == 3
+    assert inits["log_prob"]["log_prob_config"]["train_micro_batch_size_per_gpu"] == 2
+    assert "ds_config" in inits["log_prob"]  # without it a reference server puts the job on vLLM (no /forward)
+
+
+def test_embedded_server_takes_the_recorded_frames(tiny_model_dir, tmp_path, serve_server):
+    """The adapter's own bodies and frames, as recorded from the reference, on the embedded server."""
+    from arctic_platform import wire
+
+    bodies = json.loads((FIXTURES / "initialize_bodies.json").read_text())
+    with serve_server(tmp_path, "--model", str(tiny_model_dir)) as srv:
+        ids = {}
+        for jt in ("sampling", "log_prob", "training"):
+            body = json.loads(json.dumps(bodies[jt]).replace("<model_path>", str(tiny_model_dir)).replace(
+                "<checkpoint_path>", str(tmp_path / "ckpt")))  # fmt: skip
+            r = httpx.post(f"{srv.url}/initialize", json=body, timeout=60)
+            assert r.status_code == 200, (jt, r.text)
+            ids[jt] = r.json()["job_id"]
+        for jid in ids.values():
+            for _ in range(600):
+                info = httpx.get(f"{srv.url}/job/{jid}", timeout=10).json()
+                if info["status"] != "PENDING":
+                    break
+                asyncio.run(asyncio.sleep(0.1))
+            assert info["status"] == "RUNNING", info
+
+        def post(path, name, job):
+            return httpx.post(f"{srv.url}{path}", params={"job_id": ids[job]}, timeout=120,
+                              content=(FIXTURES / f"{name}.dssst1").read_bytes(),
+                              headers={"Content-Type": "application/octet-stream"})  # fmt: skip
+
+        for name in ("update_T1", "update_T0.7"):
+            r = post("/forward-backward", name, "training")
+            assert r.status_code == 200, r.text
+            reply = wire.decode(r.content)
+            assert set(reply["metrics"]) >= set(json.loads((FIXTURES / "engine_results.json").read_text())[
+                f"{name}.dssst1"]["metrics"])  # fmt: skip
+            assert httpx.post(f"{srv.url}/step", params={"job_id": ids["training"]}, json={}).status_code == 200
+        for name, job in (("forward_T1", "training"), ("forward_T0.7", "training"), ("forward_ref_T1", "log_prob")):
+            r = post("/forward", name, job)
+            assert r.status_code == 200, r.text
+            assert list(wire.decode(r.content)["batch"]["logprobs"].shape) == [4, 14]
+        # the reference's IS-weights frame carries per-row weights in meta (where they are not split with the rows)
+        r = post("/forward-backward", "update_T1_is_weights", "training")
+        assert r.status_code == 422 and "meta.rollout_is_weights" in r.json()["detail"], r.text
