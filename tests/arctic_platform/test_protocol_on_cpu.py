@@ -25,12 +25,15 @@ def test_importing_the_protocol_loads_no_torch():
 
 
 def test_states_and_vocabularies_are_shared():
-    from arctic_platform.integrations.verl import adapter
+    from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN
     from arctic_platform.server import loss
+    from arctic_platform.server.capabilities import server_profile
 
     assert normalize_state(JobStatus.RUNNING) == "running" and normalize_state("JOB_STATE_FAILED") == "failed"
     assert normalize_state(JobStatus.TERMINATED) in TERMINAL_STATES
-    assert loss.AGG_MODES is AGG_MODES and loss.KL_TYPES is KL_TYPES and adapter.KL_TYPES is KL_TYPES
+    assert loss.AGG_MODES is AGG_MODES and loss.KL_TYPES is KL_TYPES
+    assert server_profile().kl_types == KL_TYPES == ARCTIC_PLATFORM_MAIN.kl_types
+    assert server_profile().agg_modes == AGG_MODES
 
 
 @pytest.mark.parametrize("sched", ["constant", "cosine"])
@@ -61,3 +64,36 @@ def test_ds_config_refusals_name_the_key(ds, key):
     with pytest.raises(DsConfigError) as ei:
         read_ds_config(ds)
     assert ei.value.key == key and f"ds_config.{key}" in str(ei.value)
+
+
+def test_training_config_is_read_as_the_reference_reads_it():
+    from arctic_platform.protocol import DsConfigError, read_training_config
+
+    tc = {
+        "optimizer": {"lr": 2e-5, "beta1": 0.8, "beta2": 0.95, "gradient_clipping": 0.5},
+        "lr_scheduler": {"type": "cosine", "warmup_ratio": 0.1, "min_lr_ratio": 0.2},
+        "training_horizon": 40,
+        "gradient_accumulation_steps": 2,
+    }
+    got = read_training_config(tc)
+    assert got == {
+        "lr": 2e-5,
+        "betas": (0.8, 0.95),
+        "eps": 1e-8,
+        "weight_decay": 0.0,  # the reference's default with training_config
+        "grad_clip": 0.5,
+        "lr_scheduler_type": "cosine",
+        "warmup_steps": 4,
+        "total_steps": 40,
+        "min_lr_ratio": 0.2,
+    }
+    # no horizon: the reference keeps a constant rate
+    assert "lr_scheduler_type" not in read_training_config({"lr_scheduler": {"type": "cosine"}})
+    for bad, key in (
+        ({"lr": 1}, "training_config.lr"),
+        ({"optimizer": {"amsgrad": True}}, "training_config.optimizer.amsgrad"),
+        ({"lr_scheduler": {"type": "linear"}, "training_horizon": 3}, "training_config.lr_scheduler.type"),
+        ({"optimizer": {"lr": -1}}, "training_config.optimizer.lr"),
+    ):
+        with pytest.raises(DsConfigError, match=key.replace(".", r"\.")):
+            read_training_config(bad)

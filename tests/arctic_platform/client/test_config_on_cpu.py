@@ -36,7 +36,9 @@ def test_defaults_and_job_bodies(tmp_path):
     assert t["extensions"] == {"device": "auto", "max_seq_len": 8192}
     s = c.job_config("sampling")
     assert s["vllm_config"]["max_model_len"] == 8192 and "arctic_inference_config" not in s
-    assert "ds_config" not in c.job_config("log_prob")
+    lp = c.job_config("log_prob")  # a DeepSpeed log_prob job on a reference server (vLLM has no /forward)
+    assert lp["ds_config"] == t["ds_config"] and lp["log_prob_config"] == {"sequence_parallel_size": 1}
+    assert "optimizer" not in lp["log_prob_config"] and "checkpoint_path" not in lp
     json.dumps([t, s])  # plain JSON bodies
     cos = ArcticRLClientConfig(
         model_name="m", training={"lr_scheduler_type": "cosine", "total_steps": 10, "warmup_steps": 2}

@@ -168,3 +168,51 @@ def test_fca_request_is_ignored_with_one_warning(registry, caplog):
     assert job.status == "RUNNING"  # never fails the job
     warnings = [r for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "FCA" in warnings[0].getMessage()
+
+
+def test_reference_job_bodies_are_read(registry, tmp_path):
+    """What Arctic-Platform's adapter sends: training_config over ds_config, its ds_worker_config keys, a log_prob job
+    with ds_config + log_prob_config; a 422 only for what the torch engine cannot do, naming it."""
+    from arctic_platform.server.jobs import training_settings
+
+    ckpt = str(tmp_path)
+    ds = {
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.1}},
+        "gradient_clipping": 2.0,
+        "zero_optimization": {"stage": 3},
+        "train_micro_batch_size_per_gpu": 2,
+        "sequence_parallel_size": 1,
+    }
+    cfg = _cfg(job_type="training", checkpoint_path=ckpt, ds_config=ds,
+               training_config={"optimizer": {"lr": 5e-4}})  # fmt: skip
+    ts = training_settings(cfg)
+    assert (ts.lr, ts.weight_decay, ts.grad_clip, ts.micro_batch_size) == (5e-4, 0.0, 2.0, 2)
+    wc = {"attn_implementation": "eager", "use_liger": False, "enable_gradient_checkpointing": True,
+          "zorro_train_enable": False}  # fmt: skip
+    assert registry.create(_cfg(job_type="training", checkpoint_path=ckpt, ds_config=ds, ds_worker_config=wc))
+    lp_config = {"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": 2}
+    lp = registry.create(_cfg(job_type="log_prob", ds_config=ds, ds_worker_config=wc, log_prob_config=lp_config))
+    assert lp.status == "PENDING"
+    for kw, match in (
+        (dict(job_type="sampling", ds_worker_config={"zorro_train_enable": True}), "no ZoRRo training"),
+        (dict(job_type="sampling", ds_worker_config={"attn_implementation": "flash_attention_2"}), "cannot be loaded"),
+        (dict(job_type="sampling", ds_worker_config={"use_autocast": True}), "ds_worker_config.use_autocast"),
+        (dict(job_type="sampling", log_prob_config={}), "log_prob_config on a sampling job"),
+        (dict(job_type="training", checkpoint_path=ckpt, ds_config={"sequence_parallel_size": 2}), "sequence_parallel"),
+    ):
+        with pytest.raises(RequestError, match=match) as ei:
+            registry.create(_cfg(**kw))
+        assert ei.value.status == 422
+
+
+def test_full_determinism_is_honoured(registry, tmp_path):
+    import torch
+
+    job = registry.create(_cfg(job_type="log_prob", full_determinism=True, seed=3))
+    try:
+        registry.build(job)
+        assert job.status == "RUNNING" and job.info()["full_determinism"] is True
+        assert torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
+        registry.destroy(job, "test over")

@@ -8,6 +8,9 @@ from arctic_platform.integrations.verl.adapter import (
     ArcticConfigError,
     arctic_options,
     build_client_config,
+    refuse,
+    settings_refusals,
+    static_profile,
     validate_arctic_config,
 )
 from arctic_platform.protocol import JobConfig
@@ -59,9 +62,13 @@ from verl.trainer.ppo.v1 import PPOTrainerRemoteBackend
     ],
 )
 def test_fail_loud_guards_name_the_setting(compose_arctic, overrides, setting):
+    """The start-up checks before any job: the options, then the settings against the backend's static profile
+    (what compose_check runs; from_config checks the live /health profile the same way)."""
     cfg = compose_arctic(overrides)
     with pytest.raises(ArcticConfigError) as exc:
-        validate_arctic_config(cfg)
+        opts = validate_arctic_config(cfg)
+        profile, _ = static_profile(opts)
+        refuse(settings_refusals(cfg, opts, profile), profile)
     assert setting in str(exc.value)
 
 
