@@ -390,9 +390,15 @@ class ArcticRemoteBackend(RemoteBackend):
         return await (await self.client()).sync_weights(policy_version=policy_version)
 
     async def save_checkpoint(
-        self, path: Optional[str] = None, step: Optional[int] = None, save_total_limit: Optional[int] = None
+        self,
+        path: Optional[str] = None,
+        step: Optional[int] = None,
+        save_total_limit: Optional[int] = None,
+        export_hf: bool = False,
     ) -> dict[str, Any]:
-        return await (await self.client()).save(path=path, step=step, save_total_limit=save_total_limit)
+        return await (await self.client()).save(
+            path=path, step=step, save_total_limit=save_total_limit, export_hf=export_hf
+        )
 
     def requires_single_forwarder(self) -> bool:
         return True  # the backend owns its parallelism; verl runs one CPU forwarder

@@ -691,27 +691,111 @@ def _leaves(d: Any, prefix: str):
         yield prefix, d
 
 
-def render_table(profiles: tuple[BackendProfile, ...]) -> str:
-    """Markdown: every setting, its role, how it is honoured, and per profile whether it can be refused."""
+EXAMPLES: dict[str, Any] = {
+    f"{A}.policy_loss.loss_mode": "gspo",
+    f"{A}.clip_ratio": 0.1,
+    f"{A}.clip_ratio_low": 0.1,
+    f"{A}.clip_ratio_high": 0.28,
+    f"{A}.clip_ratio_c": 10.0,
+    f"{A}.loss_agg_mode": "seq-mean-token-mean",
+    f"{A}.use_kl_loss": True,
+    f"{A}.kl_loss_type": "k3+",
+    f"{A}.calculate_sum_pi_squared": True,
+    f"{A}.use_dynamic_bsz": True,
+    f"{A}.ppo_epochs": 2,
+    f"{A}.optim.optimizer": "SGD",
+    f"{A}.optim.optimizer_impl": "bitsandbytes.optim",
+    f"{A}.optim.lr_scheduler_type": "cosine",
+    f"{A}.optim.lr_warmup_steps": 10,
+    f"{A}.optim.lr_warmup_steps_ratio": 0.1,
+    f"{A}.optim.total_training_steps": -1,
+    f"{A}.optim.override_optimizer_config": {"amsgrad": True},
+    f"{A}.checkpoint.save_contents": ["model", "hf_model"],
+    f"{A}.checkpoint.async_save": True,
+    f"{A}.ulysses_sequence_parallel_size": 2,
+    f"{A}.qat.*": {"enable": True},
+    f"{M}.hf_config_path": "/other/config",
+    f"{M}.use_liger": True,
+    f"{M}.override_config.*": {"attn_implementation": "flash_attention_2"},
+    f"{M}.lora_rank": 8,
+    f"{M}.lora_adapter_path": "/some/adapter",
+    f"{M}.lora.rank": 8,
+    f"{M}.mtp.*": {"enable": True},
+    f"{R}.name": "vllm",
+    f"{R}.calculate_log_probs": True,
+    f"{R}.logprobs_mode": "raw_logprobs",
+    f"{R}.free_cache_engine": True,
+    f"{R}.prometheus.*": {"enable": True},
+    f"{R}.router_config_path": "/router.yaml",
+    f"{R}.enable_rollout_routing_replay": True,
+    f"{R}.quantization": "fp8",
+    f"{R}.quantization_config_file": "/q.json",
+    f"{R}.disaggregation.*": {"enabled": True},
+    "algorithm.use_kl_in_reward": True,
+    "algorithm.rollout_correction.*": {"rollout_is": "token"},
+    "remote_backend.arctic.train.deepspeed.*": {"zero_optimization": {"stage": 0}},
+    "trainer.default_hdfs_dir": "hdfs://x",
+}
+"""For the table: a non-default value of each checked setting (the table shows what each profile says to it)."""
+# settings whose example needs another one to mean something
+_EXAMPLE_CONTEXT = {
+    f"{A}.kl_loss_type": {f"{A}.use_kl_loss": True},
+    f"{A}.optim.lr_warmup_steps": {"data.train_batch_size": 4, f"{A}.ppo_mini_batch_size": 2},
+    f"{A}.optim.lr_warmup_steps_ratio": {"data.train_batch_size": 4, f"{A}.ppo_mini_batch_size": 2},
+    f"{A}.optim.total_training_steps": {f"{A}.optim.lr_scheduler_type": "cosine", "trainer.total_training_steps": None},
+    f"{R}.free_cache_engine": {"remote_backend.arctic.colocate": True},
+}
+
+
+def _example_verdict(setting: Setting, cfg: DictConfig, profile: BackendProfile, cortex: bool = False) -> str:
+    from .adapter import arctic_options
+
+    path = setting.pattern
+    example = EXAMPLES.get(path)
+    if example is None or (setting.check is None and setting.note is None):
+        return {VERL: "verl (unchanged)", PLACEMENT: "no effect (placement)"}.get(setting.role, "honoured")
+    c = cfg.copy()
+    OmegaConf.set_struct(c, False)
+    updates = {**_EXAMPLE_CONTEXT.get(path, {})}
+    if path.endswith(".*"):
+        for k, v in example.items():
+            updates[f"{path[:-2]}.{k}"] = v
+    else:
+        updates[path] = example
+    for k, v in updates.items():
+        OmegaConf.update(c, k, v, force_add=True)
+    opts = arctic_options(c)
+    if cortex:
+        opts.backend.type = "cortex"
+    ctx = SettingsContext(c, opts, profile)
+    shown = ", ".join(f"{k.rsplit('.', 1)[-1]}={v!r}" for k, v in updates.items() if k.startswith(path.rstrip("*.")))
+    if setting.check is not None and (msg := setting.check(ctx)):
+        return f"refused: {msg}"
+    if setting.note is not None and (msg := setting.note(ctx)):
+        return f"honoured, with a start-up note: {msg}"
+    return f"{shown}: honoured"
+
+
+def render_table(cfg: DictConfig, profiles: tuple[BackendProfile, ...]) -> str:
+    """Markdown: every setting, its role, how it is honoured, and per profile what it says to a non-default value."""
     head = "| setting | role | how | " + " | ".join(p.name for p in profiles) + " |"
     lines = [head, "|" + "---|" * (3 + len(profiles))]
     for s in SETTINGS:
-        cells = []
-        for p in profiles:
-            if s.role == REFUSED:
-                cells.append("refused if set")
-            elif s.check is None:
-                cells.append("honoured" if s.role != PLACEMENT else "no effect (placement)")
-            else:
-                cells.append("honoured; refused when unsupported (see message)")
+        cells = [_example_verdict(s, cfg, p).replace("|", "\\|") for p in profiles]
         lines.append(f"| `{s.pattern}` | {s.role} | {s.how} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Print docs/settings.md's table (the embedded server as on a CPU host: eager and sdpa attention)."""
     from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN, embedded_profile
 
-    print(render_table((embedded_profile(attn_implementations=("eager", "sdpa")), ARCTIC_PLATFORM_MAIN)))
+    from .compose_check import compose_config
+
+    cfg = compose_config(
+        ["remote_backend=arctic", "actor_rollout_ref.rollout.name=arctic", "trainer.total_training_steps=10"]
+    )
+    print(render_table(cfg, (embedded_profile(attn_implementations=("eager", "sdpa")), ARCTIC_PLATFORM_MAIN)))
     return 0
 
 

@@ -437,12 +437,16 @@ class ArcticV1ActorRolloutRefWorker(Worker):
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     async def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None):
-        """Model + optimizer + scheduler + policy version, saved by the backend under ``local_path``."""
+        """Model + optimizer + scheduler + policy version, saved by the backend under ``local_path``; with ``hf_model``
+        in ``actor.checkpoint.save_contents`` also a Hugging Face model in ``<checkpoint>/hf``."""
         if hdfs_path:
             raise ValueError("the arctic backend saves on its own filesystem; trainer.default_hdfs_dir is unsupported")
         # verl's max_actor_ckpt_to_keep: the server prunes (it tracks the job's saves across verl's step folders)
         keep = int(max_ckpt_to_keep) if max_ckpt_to_keep and int(max_ckpt_to_keep) > 0 else None
-        return await self.backend.save_checkpoint(path=local_path, step=int(global_step), save_total_limit=keep)
+        contents = self.config.actor.get("checkpoint", {}).get("save_contents", None) or []
+        return await self.backend.save_checkpoint(
+            path=local_path, step=int(global_step), save_total_limit=keep, export_hf="hf_model" in contents
+        )
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     async def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False):

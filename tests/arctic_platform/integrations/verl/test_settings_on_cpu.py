@@ -160,3 +160,14 @@ def test_compose_check_lists_every_refusal(capsys):
     assert rc == 1
     assert "2 setting(s) cannot be honoured by Arctic-Platform main" in err
     assert "clip_ratio_high" in err and "loss_agg_mode='token-sum'" in err
+
+
+def test_docs_settings_table_is_current(repo_root, capsys):
+    from arctic_platform.integrations.verl import settings
+
+    assert settings.main([]) == 0
+    table = capsys.readouterr().out.strip()
+    doc = (repo_root / "docs" / "settings.md").read_text()
+    current = doc.split("<!-- settings-table:begin -->\n", 1)[1].split("\n<!-- settings-table:end -->", 1)[0]
+    assert current.strip() == table, "docs/settings.md is stale: python -m arctic_platform.integrations.verl.settings"
+    assert table.count("\n") + 1 == len(settings.SETTINGS) + 2  # header + rule + one row per setting
