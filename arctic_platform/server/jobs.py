@@ -395,6 +395,10 @@ class JobRegistry:
             logger.info("job %d (%s): build finished after destroy; result discarded", job.job_id, job.job_type)
             return
         logger.info("job %d (%s) running: %s on %s/%s", job.job_id, job.job_type, job.model_name, job.device, job.dtype)
+        if job.sampling_engine:
+            logging.getLogger("arctic_platform.server.events").info(
+                "job %d: sampling engine: %s", job.job_id, job.sampling_engine
+            )
 
     # ---- destroy ----
     def destroy(self, job: Job, reason: str, lock_timeout: float | None = None) -> None:
