@@ -197,8 +197,9 @@ def check_vllm_config(settings: EngineSettings, vllm_config: dict | None) -> dic
         raise
     except Exception as e:  # noqa: BLE001 - vLLM's validation errors come in many types
         keys = sorted(k for k in (vllm_config or {}) if k in str(e))
-        where = f"vllm_config {keys}" if keys else "vllm_config"
-        raise RequestError(f"{where} rejected by vLLM: {_one_line(e)}", 422) from None
+        if keys:
+            raise RequestError(f"vllm_config {keys} rejected by vLLM: {_one_line(e)}", 422) from None
+        raise RequestError(f"vLLM cannot serve this job (model_name / vllm_config): {_one_line(e)}", 400) from None
     return kw
 
 
