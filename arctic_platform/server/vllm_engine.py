@@ -173,6 +173,9 @@ def engine_kwargs(settings: EngineSettings, vllm_config: dict | None) -> dict[st
         kw["enable_sleep_mode"] = True
     else:
         kw["enforce_eager"] = True
+        # vLLM 0.31 CPU: a seeded request whose prefill is split across steps kills the worker ("CPU Generator does
+        # not use offset"); without chunked prefill a prompt is always prefilled in one step
+        kw["enable_chunked_prefill"] = False
         if not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
             kw["kv_cache_memory_bytes"] = DEFAULT_CPU_KV_CACHE_BYTES
     cc = cfg.get("compilation_config")
