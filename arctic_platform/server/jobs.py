@@ -66,6 +66,7 @@ from .engines import (
     TrainingSettings,
     resolve_dtype,
 )
+from .sampling_engine import torch_engine_rows
 
 logger = logging.getLogger("arctic_platform.server")
 
@@ -184,6 +185,11 @@ class ServerLimits:
     sampling_process: bool = False
     """Run each sampling job's engine in its own OS process (``--sampling-process``; a job's
     ``extensions.sampling_process`` overrides it): :mod:`.sampling_process`."""
+    sampling_engine: str = "auto"
+    """``--sampling-engine``: ``auto`` (vLLM when installed, always on CUDA), ``vllm`` or ``torch``; a job's
+    ``extensions.sampling_engine`` overrides it (:mod:`.vllm_engine`)."""
+    threads: int = 1
+    """``--threads``: torch threads of the server; also the OpenMP threads of a CPU vLLM engine's worker."""
 
 
 @dataclass
@@ -206,6 +212,8 @@ class Job:
     compute_s: float = 0.0
     """Seconds of engine work done for this job (measured under its lock; weight syncs count on the source)."""
     meter: BusyMeter | None = None
+    sampling_engine: str | None = None
+    """Sampling jobs: ``vllm`` or ``torch`` (resolved at ``/initialize``)."""
 
     def set(self, status: str, reason: str = "") -> None:
         self.status, self.reason, self.updated_at = status, reason, time.time()
@@ -219,7 +227,7 @@ class Job:
             "reason": self.reason,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
-            "engine": "torch",
+            "engine": self.sampling_engine or "torch",
             "compute_s": self.compute_s,
             "device": self.device,
             "dtype": self.dtype,
@@ -326,6 +334,7 @@ class JobRegistry:
         msl = _ext(cfg, "max_seq_len")
         if msl is not None and (isinstance(msl, bool) or not isinstance(msl, int) or msl < 1):
             raise RequestError(f"extensions.max_seq_len must be a positive int, got {msl!r}", 422)
+        sampling_engine = _check_sampling(cfg, lim, job_settings(cfg, lim, str(mpath), device, dtype))
         if cfg.job_type == "training":
             if not cfg.checkpoint_path:
                 raise RequestError("a training job needs checkpoint_path (where /save writes by default)", 400)
@@ -345,6 +354,7 @@ class JobRegistry:
                     f"a {cfg.job_type} job is already {live[0].status} (job {live[0].job_id}); destroy it first", 409
                 )
             job = Job(self._next_id, cfg.job_type, str(mpath), cfg, device=device, dtype=dtype, meter=self.meter)
+            job.sampling_engine = sampling_engine
             self._next_id += 1
             if cfg.job_type == "training":
                 job.checkpoint_root = Path(cfg.checkpoint_path).expanduser() / f"arctic_rl_job_{job.job_id}"
@@ -356,14 +366,7 @@ class JobRegistry:
         cfg, lim = job.config, self.limits
         engine = None
         try:
-            settings = EngineSettings(
-                model_path=job.model_name,
-                device=job.device,
-                dtype=job.dtype,
-                max_seq_len=_max_seq_len(cfg, lim),
-                attn_implementation=(cfg.ds_worker_config or {}).get("attn_implementation") or "sdpa",
-                seed=int(cfg.seed),
-            )
+            settings = job_settings(cfg, lim, job.model_name, job.device, job.dtype)
             if cfg.full_determinism and job.job_type in ("training", "log_prob"):
                 enable_full_determinism(int(cfg.seed))
             if job.job_type == "training":
@@ -372,12 +375,14 @@ class JobRegistry:
                 engine = TrainingEngine(settings, ts)
                 if (cfg.ds_worker_config or {}).get("enable_gradient_checkpointing"):
                     engine.model.gradient_checkpointing_enable()
+            elif job.job_type == "sampling" and job.sampling_engine == "vllm":
+                from .vllm_engine import VllmSamplingEngine
+
+                if _sampling_process(cfg, lim):
+                    logger.info("sampling job %d: --sampling-process is moot for vLLM (own processes)", job.job_id)
+                engine = VllmSamplingEngine(settings, cfg.vllm_config, threads=lim.threads)
             elif job.job_type == "sampling":
-                kw = dict(cfg.vllm_config or {})
-                rows = int(kw.pop("max_num_seqs", lim.max_batch_rows))
-                ignored = sorted(k for k in kw if k not in ("max_model_len",))
-                if ignored:
-                    logger.info("sampling job %d: torch engine ignores engine kwargs %s", job.job_id, ignored)
+                rows = torch_engine_rows(cfg.vllm_config, lim.max_batch_rows)
                 aic = cfg.arctic_inference_config or {}
                 if isinstance(aic, dict) and (
                     (aic.get("zorro_inference") or {}).get("enable")
@@ -417,6 +422,10 @@ class JobRegistry:
             logger.info("job %d (%s): build finished after destroy; result discarded", job.job_id, job.job_type)
             return
         logger.info("job %d (%s) running: %s on %s/%s", job.job_id, job.job_type, job.model_name, job.device, job.dtype)
+        if job.sampling_engine:
+            logging.getLogger("arctic_platform.server.events").info(
+                "job %d: sampling engine: %s", job.job_id, job.sampling_engine
+            )
 
     # ---- destroy ----
     def destroy(self, job: Job, reason: str, lock_timeout: float | None = None) -> None:
@@ -467,6 +476,38 @@ def enable_full_determinism(seed: int) -> None:
     if torch.backends.cudnn.is_available():
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
+
+
+def job_settings(cfg: JobConfig, lim: ServerLimits, model: str, device: str, dtype: str) -> EngineSettings:
+    """The :class:`EngineSettings` of a job."""
+    return EngineSettings(
+        model_path=model,
+        device=device,
+        dtype=dtype,
+        max_seq_len=_max_seq_len(cfg, lim),
+        attn_implementation=(cfg.ds_worker_config or {}).get("attn_implementation") or "sdpa",
+        seed=int(cfg.seed),
+    )
+
+
+def _check_sampling(cfg: JobConfig, lim: ServerLimits, settings: EngineSettings) -> str | None:
+    """A sampling job's engine (``vllm`` / ``torch``), its ``vllm_config`` checked by that engine (422 naming a
+    key it refuses); None for other job types."""
+    if cfg.job_type != "sampling":
+        return None
+    from .vllm_engine import check_vllm_config, resolve_sampling_engine
+
+    asked = _ext(cfg, "sampling_engine") or lim.sampling_engine
+    engine = resolve_sampling_engine(str(asked), settings.device)
+    if engine == "vllm":
+        if _ext(cfg, "sampling_process"):
+            raise RequestError(
+                "extensions.sampling_process is for the torch engine; the vLLM engine runs in its own processes", 422
+            )
+        check_vllm_config(settings, cfg.vllm_config)
+    else:
+        torch_engine_rows(cfg.vllm_config, lim.max_batch_rows)
+    return engine
 
 
 def _sampling_process(cfg: JobConfig, lim: ServerLimits) -> bool:

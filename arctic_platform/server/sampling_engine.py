@@ -46,12 +46,21 @@ class GenerateItem:
     logprobs: int | None = None
     seed: int | None = None
     text: str | None = None
+    repetition_penalty: float = 1.0
+    """vLLM's: logits of tokens in the prompt or the output so far are divided by it when positive, else multiplied."""
+    presence_penalty: float = 0.0
+    """vLLM's (OpenAI's): subtracted from the logits of tokens that occur in the output so far."""
+    frequency_penalty: float = 0.0
+    """vLLM's (OpenAI's): times its count in the output so far, subtracted from a token's logit."""
+    min_p: float = 0.0
+    """vLLM's: after temperature, tokens with probability below ``min_p`` x the top probability are dropped."""
 
 
 class SamplingEngine(_ModelEngine):
     """Generation engine (job ``sampling``) with its own copy of the weights."""
 
     kind = "sampling"
+    engine_name = "torch"
 
     def __init__(self, settings: EngineSettings, *, max_batch_rows: int = 64):
         super().__init__(settings, train=False)
@@ -165,6 +174,7 @@ class SamplingEngine(_ModelEngine):
             if it.max_tokens <= 0:
                 reason[i] = "length"
         steps = max(it.max_tokens for it in items)
+        ids_rows = [list(it.prompt) for it in items]  # prompt tokens, for the repetition penalty
         past = None
         next_pos = pos[:, -1] + 1
         cur_ids, cur_pos = ids, pos
@@ -179,6 +189,7 @@ class SamplingEngine(_ModelEngine):
             )
             past = o.past_key_values
             logits = o.logits[:, -1, :].float().cpu()
+            logits = _apply_penalties(logits, items, ids_rows, tokens)
             chosen, chosen_lp, top = self._sample(logits, temps, greedy, top_k, top_p, gens, items, reason)
             for i in range(B):
                 if reason[i] is not None:
@@ -215,21 +226,33 @@ class SamplingEngine(_ModelEngine):
         return results
 
     def _sample(self, logits, temps, greedy, top_k, top_p, gens, items, reason):
-        """Row-wise sampling; every step of a row depends only on that row (batch composition never matters)."""
+        """Row-wise sampling; every step of a row depends only on that row (batch composition never matters).
+
+        The order is vLLM's sampler's: (penalties, applied by the caller) -> temperature -> min-p -> top-k -> top-p.
+        The log-probs reported are vLLM's ``processed_logprobs``: log-softmax of the logits the token was sampled from
+        (after all of the above; a greedy row: after the penalties, at T = 1).
+        """
         scaled = logits / temps[:, None]
-        logp = torch.log_softmax(scaled, dim=-1)
         filt = scaled.clone()
+        min_p = torch.tensor([it.min_p for it in items], dtype=torch.float32)
+        if bool((min_p > 0).any()):
+            probs = torch.softmax(scaled, dim=-1)
+            drop = probs < probs.amax(dim=-1, keepdim=True) * min_p[:, None]
+            filt = filt.masked_fill(drop & torch.tensor(greedy).logical_not()[:, None], -math.inf)
         if any(top_k):
             for i, k in enumerate(top_k):
-                if k:
-                    kth = torch.topk(scaled[i], k).values[-1]
-                    filt[i][scaled[i] < kth] = -math.inf
+                if k and not greedy[i]:
+                    kth = torch.topk(filt[i], k).values[-1]
+                    filt[i][filt[i] < kth] = -math.inf
         if bool((top_p < 1.0).any()):
             sorted_vals, sorted_idx = torch.sort(filt, dim=-1, descending=True)
             cum = torch.softmax(sorted_vals, dim=-1).cumsum(dim=-1)
             remove = (cum - torch.softmax(sorted_vals, dim=-1)) > top_p[:, None]  # keeps the first token always
             remove = torch.zeros_like(remove).scatter(1, sorted_idx, remove)
-            filt = filt.masked_fill(remove & (top_p[:, None] < 1.0), -math.inf)
+            keep_all = (top_p[:, None] >= 1.0) | torch.tensor(greedy)[:, None]
+            filt = filt.masked_fill(remove & ~keep_all, -math.inf)
+        logp_sampled = torch.log_softmax(filt, dim=-1)
+        logp_greedy = torch.log_softmax(logits, dim=-1)
         probs = torch.softmax(filt, dim=-1)
         chosen, chosen_lp, top = [], [], []
         for i in range(len(items)):
@@ -238,6 +261,7 @@ class SamplingEngine(_ModelEngine):
                 chosen_lp.append(0.0)
                 top.append({})
                 continue
+            logp = logp_greedy if greedy[i] else logp_sampled
             if greedy[i]:
                 tok = int(torch.argmax(logits[i]))
             else:
@@ -257,3 +281,68 @@ class SamplingEngine(_ModelEngine):
                 entry[str(tok)] = {"logprob": chosen_lp[-1], "rank": int((logp[i] > logp[i, tok]).sum()) + 1}
             top.append(entry)
         return chosen, chosen_lp, top
+
+
+def _apply_penalties(logits: torch.Tensor, items: list[GenerateItem], prompts: list[list[int]], outputs):
+    """vLLM's penalties on raw logits ``[B, V]`` (a new tensor when any applies): repetition (prompt and output
+    tokens), then frequency and presence (output tokens only)."""
+    if not any(
+        it.repetition_penalty != 1.0 or it.frequency_penalty != 0.0 or it.presence_penalty != 0.0 for it in items
+    ):
+        return logits
+    logits = logits.clone()
+    V = logits.shape[-1]
+    for i, it in enumerate(items):
+        out_counts = torch.bincount(torch.tensor(outputs[i], dtype=torch.long), minlength=V)[:V].to(logits.dtype)
+        if it.repetition_penalty != 1.0:
+            seen = out_counts > 0
+            seen[torch.tensor(prompts[i], dtype=torch.long)] = True
+            row = logits[i]
+            scaled = torch.where(row > 0, row / it.repetition_penalty, row * it.repetition_penalty)
+            logits[i] = torch.where(seen, scaled, row)
+        if it.frequency_penalty != 0.0:
+            logits[i] -= it.frequency_penalty * out_counts
+        if it.presence_penalty != 0.0:
+            logits[i] -= it.presence_penalty * (out_counts > 0).to(logits.dtype)
+    return logits
+
+
+# What the torch engine does with each vllm_config key (anything else is refused, naming the key): the rule is
+# "honoured with parity or refused at start-up" (docs/arctic-rl-server.md, "Sampling engines").
+TORCH_VLLM_CONFIG = {
+    "max_num_seqs": "honoured: rows decoded together",
+    "max_model_len": "honoured: the job's max_seq_len",
+    "tensor_parallel_size": "1 only (one device per job)",
+    "enforce_eager": "the torch loop always runs eagerly (true or false: no graphs are captured)",
+    "gpu_memory_utilization": "no effect: the torch loop preallocates no KV cache (its cache grows with the batch)",
+    "enable_chunked_prefill": "no effect on results: the torch loop prefills each batch in one pass",
+    "enable_prefix_caching": "false only: the torch loop has no prefix cache (use --sampling-engine vllm)",
+}
+
+
+def torch_engine_rows(vllm_config: dict | None, default_rows: int) -> int:
+    """Check ``vllm_config`` for the torch engine (:data:`TORCH_VLLM_CONFIG`); returns its rows per decode batch.
+
+    Raises:
+        RequestError: 422 naming a key the torch engine cannot honour.
+    """
+    cfg = dict(vllm_config or {})
+    unknown = sorted(k for k in cfg if k not in TORCH_VLLM_CONFIG)
+    if unknown:
+        raise RequestError(
+            f"vllm_config keys {unknown} are not supported by the torch sampling engine (it honours "
+            f"{sorted(TORCH_VLLM_CONFIG)}); use --sampling-engine vllm",
+            422,
+        )
+    tp = cfg.get("tensor_parallel_size")
+    if tp is not None and int(tp) != 1:
+        raise RequestError(f"vllm_config.tensor_parallel_size={tp}: the torch sampling engine runs on one device", 422)
+    if cfg.get("enable_prefix_caching"):
+        raise RequestError("vllm_config.enable_prefix_caching=true: the torch sampling engine has no prefix cache", 422)
+    rows = cfg.get("max_num_seqs", default_rows)
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+        raise RequestError(f"vllm_config.max_num_seqs must be a positive int, got {rows!r}", 422)
+    for k in ("gpu_memory_utilization", "enable_chunked_prefill", "enforce_eager"):
+        if k in cfg:
+            logger.info("sampling (torch engine): vllm_config.%s=%r: %s", k, cfg[k], TORCH_VLLM_CONFIG[k])
+    return rows

@@ -59,8 +59,8 @@ class SamplingProcessError(RuntimeError):
 
 
 def engine_weight_norm(engine) -> tuple[float, int]:
-    """:func:`.engines.weight_norm` of an engine's model, wherever that model lives."""
-    if isinstance(engine, ProcessSamplingEngine):
+    """:func:`.engines.weight_norm` of an engine's model, wherever that model lives (a sampling process, vLLM)."""
+    if callable(getattr(engine, "weight_norm", None)):
         return engine.weight_norm()
     return weight_norm(engine.model)
 

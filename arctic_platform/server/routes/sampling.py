@@ -48,7 +48,8 @@ from ._common import (
 
 
 class SamplingParams(BaseModel):
-    """vLLM-style sampling parameters the torch engine implements; others are ignored unless ``strict``."""
+    """vLLM-style sampling parameters both sampling engines implement (vLLM's ranges); others are ignored unless
+    ``strict``."""
 
     model_config = ConfigDict(extra="allow")
     temperature: float = Field(1.0, ge=0)
@@ -60,6 +61,10 @@ class SamplingParams(BaseModel):
     logprobs: int | None = Field(None, ge=0)
     ignore_eos: bool = False
     n: int = Field(1, ge=1, le=1)
+    repetition_penalty: float = Field(1.0, gt=0)
+    presence_penalty: float = Field(0.0, ge=-2, le=2)
+    frequency_penalty: float = Field(0.0, ge=-2, le=2)
+    min_p: float = Field(0.0, ge=0, le=1)
 
     @field_validator("logprobs", mode="before")
     @classmethod
@@ -75,12 +80,8 @@ class SamplingParams(BaseModel):
         return -1 if v is None else v
 
 
-# vLLM parameters the torch engine does not implement, with the value that means "off" (accepted silently).
+# vLLM parameters the engines do not implement, with the value that means "off" (accepted silently).
 _NEUTRAL_EXTRAS: dict[str, Any] = {
-    "repetition_penalty": 1.0,
-    "presence_penalty": 0.0,
-    "frequency_penalty": 0.0,
-    "min_p": 0.0,
     "min_tokens": 0,
     "stop": None,
     "prompt_logprobs": None,
@@ -267,7 +268,11 @@ def register(app: FastAPI, ctx: AppContext) -> InferenceOps:
 
     async def _reset(job_id: int | None) -> dict:
         job = registry.require(job_id, "sampling")
-        return {"job_id": job.job_id, "sampling": [True]}  # the torch engine keeps no prefix cache
+        reset = getattr(job.engine, "reset_prefix_cache", None)
+        if reset is None:  # the torch engine keeps no prefix cache
+            return {"job_id": job.job_id, "sampling": [True]}
+        done = await _thread(_locked, job, reset, timeout)  # the job lock: after the batch in flight (drain)
+        return {"job_id": job.job_id, "sampling": [bool(done)]}
 
     @app.post("/sleep-inference")
     async def sleep_inference(request: Request, job_id: int | None = None, level: int = 1):
@@ -313,7 +318,7 @@ def _generate_items(tree: dict, engine: SamplingEngine) -> list[GenerateItem]:
     strict = bool(tree.get("strict", False))
     unsupported = _unsupported_params(sp.model_extra or {})
     if unsupported and strict:
-        raise RequestError(f"sampling_params {unsupported} are not supported by the torch engine (strict=true)", 422)
+        raise RequestError(f"sampling_params {unsupported} are not supported by the sampling engine (strict=true)", 422)
     if unsupported:
         logger.info("generate: ignoring unsupported sampling_params %s (send strict=true to refuse)", unsupported)
     prompts: list[list[int]] = []
@@ -361,6 +366,10 @@ def _generate_items(tree: dict, engine: SamplingEngine) -> list[GenerateItem]:
                 logprobs=sp.logprobs,
                 seed=sp.seed,
                 text=texts[i],
+                repetition_penalty=sp.repetition_penalty,
+                presence_penalty=sp.presence_penalty,
+                frequency_penalty=sp.frequency_penalty,
+                min_p=sp.min_p,
             )
         )
     return items

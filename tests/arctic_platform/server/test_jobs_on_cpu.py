@@ -16,7 +16,10 @@ from arctic_platform.server.jobs import JobRegistry, ServerLimits
 
 @pytest.fixture
 def registry(tiny_model_dir):
-    return JobRegistry(ServerLimits(default_model=str(tiny_model_dir), max_seq_len=64, engine_timeout_s=30))
+    # the torch sampling engine: these tests are about the registry (the vLLM engine: test_sampling_conformance)
+    limits = ServerLimits(default_model=str(tiny_model_dir), max_seq_len=64, engine_timeout_s=30)
+    limits.sampling_engine = "torch"
+    return JobRegistry(limits)
 
 
 def _cfg(**kw):

@@ -50,7 +50,8 @@ def to_backend_sampling_params(sampling_params: dict[str, Any], max_tokens: int)
     }
     if params["top_k"] < 0:
         params["top_k"] = 0  # disabled
-    for key in ("seed", "stop_token_ids", "repetition_penalty"):
+    # vLLM's penalties and min-p, as verl's vLLM rollout passes them on; both sampling engines apply them
+    for key in ("seed", "stop_token_ids", "repetition_penalty", "presence_penalty", "frequency_penalty", "min_p"):
         if sampling_params.get(key) is not None:
             params[key] = sampling_params[key]
     return params
