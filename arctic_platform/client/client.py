@@ -379,21 +379,43 @@ class AsyncArcticRLClient:
 
         Returns:
             ``{"job_id", "metrics": {"actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/pg_clipfrac_lower",
-            ["actor/entropy_loss"], ["actor/kl_loss", "actor/kl_coef"], "loss"}, "avg_loss"}``.
+            ["actor/entropy_loss"], ["kl_loss", "kl_coef"], "loss"} (verl's names), "avg_loss"}``.
         """
         jid = self._need("training", "/forward-backward")
         tree = {"batch": batch, "meta": meta, "processing": processing or UPDATE_PROCESSING}
         return await self._frame_call("/forward-backward", jid, tree, idempotent=False)
 
-    async def step(self, learning_rate: float | None = None) -> dict:
-        """Optimizer step: ``{"job_id", "metrics": {"grad_norm", "last_lr"}, "global_steps", "skipped"}``.
+    async def step(
+        self,
+        learning_rate: float | None = None,
+        *,
+        lr_scheduler_step: bool | None = None,
+        total_training_steps: int | None = None,
+    ) -> dict:
+        """Optimizer step: ``{"job_id", "metrics": {"grad_norm", "last_lr", ["lr"]}, "global_steps", "skipped"}``.
 
         ``grad_norm`` is the pre-clip global norm; ``last_lr`` the rate this step used (``learning_rate``, when given,
-        overrides the schedule for this step only).
+        overrides the schedule for this step only); the embedded server adds ``lr``, the scheduled rate after this
+        step's tick (verl's ``lr`` metric). Extensions (embedded server): ``lr_scheduler_step=False`` steps the
+        optimizer without ticking the schedule (verl ticks once per training step); ``total_training_steps`` gives
+        the schedule its horizon when the job was created without one.
         """
         jid = self._need("training", "/step")
-        body = {} if learning_rate is None else {"learning_rate": learning_rate}
+        body: dict[str, Any] = {} if learning_rate is None else {"learning_rate": learning_rate}
+        if lr_scheduler_step is not None:
+            body["lr_scheduler_step"] = bool(lr_scheduler_step)
+        if total_training_steps is not None:
+            body["total_training_steps"] = int(total_training_steps)
         return await self._call("POST", "/step", params={"job_id": jid}, json_body=body)
+
+    async def profile(self, action: str, *, path: str | None = None, tag: str | None = None) -> dict:
+        """Extension (capability ``profile``): ``start`` / ``stop`` the training engine's torch profiler; ``stop``
+        writes ``<path>/<tag>.json`` (a chrome trace) and returns ``{"trace": ...}``."""
+        jid = self._need("training", "/profile")
+        body = {"action": action, "path": self._server_path(path), "tag": tag}
+        return await self._call(
+            "POST", "/profile", params={"job_id": jid}, json_body={k: v for k, v in body.items() if v is not None}
+        )
 
     async def forward(self, batch: dict, meta: dict, processing: dict | None = None, *, ref: bool = False) -> dict:
         """Predict-next log-probs: ``{"batch": {"logprobs" [B, P+R] float32[, "entropy"]}, "metrics"}``.
@@ -681,8 +703,21 @@ class ArcticRLClient:
     def forward_backward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
         return self._run(self._client.forward_backward(batch, meta, processing))
 
-    def step(self, learning_rate: float | None = None) -> dict:
-        return self._run(self._client.step(learning_rate))
+    def step(
+        self,
+        learning_rate: float | None = None,
+        *,
+        lr_scheduler_step: bool | None = None,
+        total_training_steps: int | None = None,
+    ) -> dict:
+        return self._run(
+            self._client.step(
+                learning_rate, lr_scheduler_step=lr_scheduler_step, total_training_steps=total_training_steps
+            )
+        )
+
+    def profile(self, action: str, *, path: str | None = None, tag: str | None = None) -> dict:
+        return self._run(self._client.profile(action, path=path, tag=tag))
 
     def forward(self, batch: dict, meta: dict, processing: dict | None = None, *, ref: bool = False) -> dict:
         return self._run(self._client.forward(batch, meta, processing, ref=ref))
