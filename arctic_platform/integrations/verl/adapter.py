@@ -142,7 +142,8 @@ def validate_arctic_config(main_config: DictConfig, opts: Optional[DictConfig] =
     scheduler = optim.get("lr_scheduler_type", "constant") or "constant"
     if scheduler not in ("constant", "cosine"):
         raise ArcticConfigError(f"actor_rollout_ref.actor.optim.lr_scheduler_type={scheduler!r} is not supported")
-    if scheduler == "cosine" and not main_config.trainer.get("total_training_steps"):
+    if scheduler == "cosine" and not main_config.trainer.get("total_training_steps") and backend_type != "local":
+        # the embedded server (local) learns the horizon verl derives from the dataloader through /step
         raise ArcticConfigError(
             "actor_rollout_ref.actor.optim.lr_scheduler_type=cosine with the arctic backend needs "
             "trainer.total_training_steps: the backend's scheduler is created before verl counts the dataloader"
@@ -157,7 +158,66 @@ def validate_arctic_config(main_config: DictConfig, opts: Optional[DictConfig] =
     for key in ("max_prompt_length", "max_response_length"):
         if int(main_config.data[key]) <= 0:
             raise ArcticConfigError(f"data.{key} must be positive")
+    lora = lora_settings(arr.model)
+    if lora and backend_type == "cortex":
+        raise ArcticConfigError(
+            "actor_rollout_ref.model.lora_rank > 0: the cortex backend trains full weights only; set lora_rank=0"
+        )
     return opts
+
+
+def lora_settings(model: DictConfig) -> Optional[dict[str, Any]]:
+    """``extensions.lora`` from verl's FSDP LoRA keys (``model.lora_rank``, ``lora_alpha``, ``target_modules``, ...).
+
+    Raises:
+        ArcticConfigError: settings the embedded server cannot honour (an adapter to continue from; Megatron's
+            ``model.lora.rank`` without ``lora_rank``).
+    """
+    rank = int(model.get("lora_rank", 0) or 0)
+    megatron = model.get("lora", None) or {}
+    if rank == 0 and int(megatron.get("rank", 0) or 0) > 0:
+        raise ArcticConfigError(
+            "actor_rollout_ref.model.lora.rank is verl's Megatron LoRA config, which the FSDP-style arctic backend "
+            "does not read; set actor_rollout_ref.model.lora_rank instead"
+        )
+    if rank == 0:
+        return None
+    if model.get("lora_adapter_path", None):
+        raise ArcticConfigError(
+            "actor_rollout_ref.model.lora_adapter_path: the arctic backend cannot start from a saved adapter yet"
+        )
+
+    def plain(v):
+        return OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+
+    return {
+        "rank": rank,
+        "alpha": plain(model.get("lora_alpha", 16)),
+        "target_modules": plain(model.get("target_modules", "all-linear")),
+        "exclude_modules": plain(model.get("exclude_modules", None)),
+        "target_parameters": plain(model.get("target_parameters", None)),
+    }
+
+
+def verl_lr_schedule(main_config: DictConfig) -> dict[str, Any]:
+    """``extensions.lr_schedule``: verl's own schedule keys, counted in training steps (one tick per update_actor).
+
+    ``total_training_steps`` is ``trainer.total_training_steps`` when given; otherwise verl derives it from the
+    dataloader after the backend exists, and the forwarder sends it with its first ``/step``.
+    """
+    optim = main_config.actor_rollout_ref.actor.optim
+    warmup = optim.get("lr_warmup_steps", -1)
+    return {
+        "lr_scheduler_type": optim.get("warmup_style", None)
+        or optim.get("lr_scheduler_type", "constant")
+        or "constant",
+        "lr_warmup_steps": int(warmup) if warmup is not None else -1,
+        "lr_warmup_steps_ratio": float(optim.get("lr_warmup_steps_ratio", 0.0) or 0.0),
+        "total_training_steps": main_config.trainer.get("total_training_steps") or None,
+        "min_lr_ratio": float(optim.get("min_lr_ratio", 0.0) or 0.0),
+        "num_cycles": float(optim.get("num_cycles", 0.5)),
+        "zero_indexed_step": bool(optim.get("zero_indexed_step", True)),
+    }
 
 
 def build_client_config(main_config: DictConfig, opts: DictConfig):
@@ -226,6 +286,8 @@ def build_client_config(main_config: DictConfig, opts: DictConfig):
             "total_steps": total_training_steps * k if total_training_steps else None,
             "min_lr_ratio": float(optim.get("min_lr_ratio", 0.0) or 0.0),
             "checkpoint_path": os.path.abspath(main_config.trainer.default_local_dir),
+            "lr_schedule": verl_lr_schedule(main_config),
+            "lora": lora_settings(arr.model),
         },
         sampling={
             "vllm_config": vllm_config,

@@ -55,18 +55,6 @@ logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 # response-aligned fields update_actor sends, with their pad values (rollout_is_weights pads with a neutral 1.0)
 UPDATE_FIELDS = {k: RESPONSE_PAD_VALUES[k] for k in ("response_mask", "old_log_probs", "advantages", "ref_log_prob")}
 IS_WEIGHTS = "rollout_is_weights"
-ACTOR_CONFIG_KEYS = (
-    "clip_ratio",
-    "clip_ratio_low",
-    "clip_ratio_high",
-    "clip_ratio_c",
-    "loss_agg_mode",
-    "loss_scale_factor",
-    "entropy_coeff",
-    "use_kl_loss",
-    "kl_loss_coef",
-    "kl_loss_type",
-)
 
 
 def _nested_lengths(nt: torch.Tensor) -> torch.Tensor:
@@ -228,7 +216,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             dense = self._densify(data, rows, {})
             reply = await (await self.backend.client()).forward(
                 self._wire_batch(dense, ()),
-                self._meta(temperature, want_entropy),
+                {**self._meta(temperature, want_entropy), **self._forward_micro_batching(ref)},
                 dict(FORWARD_PROCESSING),
                 ref=ref,
             )
@@ -266,16 +254,19 @@ class ArcticV1ActorRolloutRefWorker(Worker):
     # ------------------------------------------------------------------ update
 
     def _actor_config(self) -> dict[str, Any]:
-        actor = self.config.actor
-        cfg = {
-            k: OmegaConf.to_container(actor[k]) if OmegaConf.is_config(actor[k]) else actor[k]
-            for k in ACTOR_CONFIG_KEYS
-        }
-        if cfg["loss_scale_factor"] is None:
-            cfg["loss_scale_factor"] = self.max_response_len
-        policy_loss = actor.get("policy_loss", None)
-        cfg["policy_loss"] = {"loss_mode": policy_loss.get("loss_mode", "vanilla") if policy_loss else "vanilla"}
+        """The whole actor block, JSON-safe: the server builds verl's ActorConfig from it (loss keys, micro-batching;
+        ``loss_scale_factor: null`` stays null: the server applies verl's per-micro-batch rule)."""
+        cfg = OmegaConf.to_container(self.config.actor, resolve=True, throw_on_missing=False)
+        cfg.setdefault("rollout_n", self.rollout_n)
         return cfg
+
+    def _forward_micro_batching(self, ref: bool) -> dict[str, Any]:
+        """verl's log-prob micro-batching for ``/forward`` (``rollout.log_prob_*`` / ``ref.log_prob_*``)."""
+        block = self.config.ref if ref and "ref" in self.config else self.config.rollout
+        if block.get("log_prob_use_dynamic_bsz", False):
+            return {"use_dynamic_bsz": True, "max_token_len_per_gpu": int(block.log_prob_max_token_len_per_gpu)}
+        mbs = block.get("log_prob_micro_batch_size_per_gpu", None)
+        return {"micro_batch_size": int(mbs)} if mbs else {}
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
     async def update_actor(self, data: TensorDict) -> TensorDict:
@@ -307,10 +298,18 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         iterator = tu.make_iterator(
             data, mini_batch_size=mini_batch_size, epochs=epochs, seed=seed, dataloader_kwargs=dataloader_kwargs
         )
-        for mini_batch in iterator:
+        # verl ticks the LR schedule once per training step, after the last mini-batch's optimizer step; the horizon
+        # is the one verl injected into actor.optim after building its dataloader
+        last = len(data) // mini_batch_size * epochs - 1
+        horizon = int(self.config.actor.optim.get("total_training_steps", -1) or -1)
+        step_kw = {"total_training_steps": horizon} if horizon > 0 else {}
+        for index, mini_batch in enumerate(iterator):
             padding = synthetic_padding_rows(mini_batch, self.eos_token_id)
             rows = torch.nonzero(~padding).flatten()
             if len(rows) == 0:
+                if index == last:  # no optimizer update (no gradients), but the training step's schedule tick
+                    step = await client.step(lr_scheduler_step=True, **step_kw)
+                    metrics["lr"] = [float(step.get("metrics", step).get("lr", 0.0))]
                 continue  # only synthetic padding rows: nothing to learn from, no optimizer step
             dense = self._densify(mini_batch, rows, fields)
             meta = self._meta(temperature, calculate_entropy)
@@ -325,13 +324,15 @@ class ArcticV1ActorRolloutRefWorker(Worker):
                 meta,
                 dict(UPDATE_PROCESSING),
             )
-            step = await client.step()
+            step = await client.step(lr_scheduler_step=index == last, **step_kw)
             for key, value in reply.get("metrics", {}).items():
                 metrics.setdefault(key.removeprefix("actor/"), []).append(float(value))
-            metrics.setdefault("loss", []).append(float(reply.get("avg_loss", 0.0)))
+            if "loss" not in reply.get("metrics", {}):  # the embedded server reports it among the metrics
+                metrics.setdefault("loss", []).append(float(reply.get("avg_loss", 0.0)))
             step_metrics = step.get("metrics", step)  # tolerate both {metrics:{...}} and flat step replies
             metrics.setdefault("grad_norm", []).append(float(step_metrics["grad_norm"]))
-            metrics["lr"] = [float(step_metrics.get("last_lr", step_metrics.get("lr", 0.0)))]
+            if index == last:  # verl reports the scheduled rate after the step's tick, once per training step
+                metrics["lr"] = [float(step_metrics.get("lr", step_metrics.get("last_lr", 0.0)))]
             tokens.extend(_nested_lengths(mini_batch["input_ids"])[rows].tolist())
         metrics["mfu"] = [self._mfu(tokens, time.perf_counter() - t0)]
         compute_s = await self._backend_compute_s(client)
@@ -388,6 +389,11 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             raise ValueError("the arctic backend saves on its own filesystem; trainer.default_hdfs_dir is unsupported")
         # verl's max_actor_ckpt_to_keep: the server prunes (it tracks the job's saves across verl's step folders)
         keep = int(max_ckpt_to_keep) if max_ckpt_to_keep and int(max_ckpt_to_keep) > 0 else None
+        contents = list(self.config.actor.get("checkpoint", {}).get("save_contents", None) or [])
+        if "hf_model" in contents:  # verl's checkpoint.save_contents: [..., hf_model]: the HF model beside it
+            return await (await self.backend.client()).save(
+                path=local_path, step=int(global_step), save_total_limit=keep, export_hf=True
+            )
         return await self.backend.save_checkpoint(path=local_path, step=int(global_step), save_total_limit=keep)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
@@ -397,6 +403,36 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         reply = await (await self.backend.client()).load_checkpoint(path=local_path)
         logger.info(f"arctic forwarder: resumed training job from {reply.get('path')} step {reply.get('global_step')}")
         return reply
+
+    # ------------------------------------------------------------------ profiling (trainer.profile_steps)
+
+    def _profile_dir(self) -> str:
+        save_path = (self.main_config.get("global_profiler", None) or {}).get("save_path", None) or "outputs/profile"
+        return os.path.abspath(save_path)
+
+    async def _profiler_available(self) -> bool:
+        if getattr(self, "_profile_ok", None) is None:
+            health = await (await self.backend.client()).health()
+            self._profile_ok = "profile" in (health.get("capabilities") or [])
+            if not self._profile_ok:
+                logger.warning("arctic forwarder: the backend has no profiler (capability 'profile'); not profiling")
+        return self._profile_ok
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    async def start_profile(self, **kwargs):
+        """verl's ``start_profile(role=, profile_step=)``: the backend's training-engine profiler starts."""
+        self._profile_step = kwargs.get("profile_step", None)
+        if await self._profiler_available():
+            await (await self.backend.client()).profile("start")
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    async def stop_profile(self, run_command: bool = True):
+        """The backend writes its trace to ``global_profiler.save_path/arctic_training_step_<n>.json``."""
+        if await self._profiler_available():
+            step = getattr(self, "_profile_step", None)
+            tag = f"arctic_training_step_{step}" if step is not None else None
+            reply = await (await self.backend.client()).profile("stop", path=self._profile_dir(), tag=tag)
+            logger.info(f"arctic forwarder: backend profile written to {reply.get('trace')}")
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     async def destroy(self):
