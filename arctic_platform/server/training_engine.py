@@ -149,6 +149,10 @@ class TrainingEngine(_ModelEngine):
     # ---- loss ----
     def forward_backward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
         """verl's actor loss on one mini-batch, micro-batch by micro-batch; gradients accumulate until :meth:`step`."""
+        with self._profiled("forward_backward"):
+            return self._forward_backward(batch, meta, processing)
+
+    def _forward_backward(self, batch: dict, meta: dict, processing: dict | None) -> dict:
         meta = meta or {}
         _check_processing(processing, forward_only=False)
         try:
@@ -248,6 +252,10 @@ class TrainingEngine(_ModelEngine):
             ``metrics.last_lr`` is the rate this step used; ``metrics.lr`` the scheduled rate after the tick (what
             verl's engine reports as ``lr``).
         """
+        with self._profiled("step"):
+            return self._step(learning_rate, lr_scheduler_step, total_training_steps)
+
+    def _step(self, learning_rate, lr_scheduler_step, total_training_steps) -> dict:
         if total_training_steps is not None:
             self._set_horizon(total_training_steps)
         if self.scheduler is None:
@@ -291,27 +299,53 @@ class TrainingEngine(_ModelEngine):
 
     # ---- profiling ----
     def profile(self, action: str, path: Path, tag: str | None = None) -> dict:
-        """``start``: a torch profiler (CPU, and CUDA when on a GPU) records this process's ops until ``stop``,
-        which writes ``<path>/<tag>.json`` (chrome trace; JSON, never pickle)."""
+        """``start``: every following engine call (forward-backward, step, forward) runs under a torch profiler (CPU,
+        and CUDA on a GPU) until ``stop``, which writes their events as one chrome trace ``<path>/<tag>.json``.
+
+        One profiler per call, opened and closed in the call's own thread: the server runs calls on a thread pool,
+        and torch's profiler must start and stop in the same thread. The traces share one clock, so they merge.
+        """
         if action == "start":
             if self.profiler is not None:
                 raise RequestError("the profiler is already running; stop it first", 409)
-            activities = [torch.profiler.ProfilerActivity.CPU]
-            if self.device.type == "cuda":
-                activities.append(torch.profiler.ProfilerActivity.CUDA)
-            self.profiler = torch.profiler.profile(activities=activities, record_shapes=False)
-            self.profiler.start()
+            self.profiler = {"events": [], "base": None}
             return {"profiling": True}
         if action == "stop":
             prof, self.profiler = self.profiler, None
             if prof is None:
                 raise RequestError("the profiler is not running; start it first", 409)
-            prof.stop()
             path.mkdir(parents=True, exist_ok=True)
             out = path / f"{tag or f'training_step_{self.global_steps}'}.json"
-            prof.export_chrome_trace(str(out))
-            return {"profiling": False, "trace": str(out)}
+            trace = {"traceEvents": prof["events"], "displayTimeUnit": "ms"}
+            if prof["base"] is not None:
+                trace["baseTimeNanoseconds"] = prof["base"]
+            out.write_text(json.dumps(trace))
+            return {"profiling": False, "trace": str(out), "events": len(prof["events"])}
         raise RequestError(f"profile action {action!r} is not 'start' or 'stop'", 422)
+
+    @contextlib.contextmanager
+    def _profiled(self, name: str):
+        prof = self.profiler
+        if prof is None:
+            yield
+            return
+        import tempfile
+
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if self.device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.profiler.profile(activities=activities) as p, torch.profiler.record_function(f"arctic::{name}"):
+            yield
+        with tempfile.TemporaryDirectory() as tmp:
+            p.export_chrome_trace(f"{tmp}/trace.json")
+            trace = json.loads(Path(f"{tmp}/trace.json").read_text())
+        prof["events"].extend(trace.get("traceEvents", []))
+        if prof["base"] is None:
+            prof["base"] = trace.get("baseTimeNanoseconds")
+
+    def forward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
+        with self._profiled("forward"):
+            return super().forward(batch, meta, processing)
 
     # ---- checkpoints ----
     def save(self, root: Path, step: int | None, save_total_limit: int | None, export_hf: bool = False) -> dict:

@@ -320,3 +320,41 @@ def test_three_steps_match_verls_actor(parity_cfg, parity_backend, tiny_model, m
         # per-tensor relative error of the update: float64 noise only (Adam's eps keeps noise-sized gradients small)
         assert float((da - dv).norm()) <= 1e-7 * scale + 1e-15, name
     assert moved >= len(before) // 2  # the three steps really trained (not an all-clipped no-op)
+
+
+def test_save_contents_hf_model_exports_the_hf_model(parity_cfg, parity_backend, monkeypatch, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    cfg, _ = parity_cfg
+    backend, _, _ = parity_backend
+    worker, _ = _worker(cfg, backend, monkeypatch, {"checkpoint.save_contents": ["model", "optimizer", "hf_model"]})
+
+    async def save():
+        try:
+            return await worker.save_checkpoint(str(tmp_path / "global_step_1" / "actor"), global_step=1)
+        finally:
+            await worker.destroy()
+
+    reply = asyncio.run(save())
+    assert reply["hf_path"] and AutoModelForCausalLM.from_pretrained(reply["hf_path"]) is not None
+
+
+def test_profile_steps_hooks_write_the_backends_trace(parity_cfg, parity_backend, monkeypatch, tmp_path):
+    cfg, _ = parity_cfg
+    backend, _, _ = parity_backend
+    cfg = copy.deepcopy(cfg)
+    with open_dict(cfg):
+        cfg.global_profiler.save_path = str(tmp_path / "profile")
+    worker, _ = _worker(cfg, backend, monkeypatch, {})
+
+    async def profiled_step():
+        try:
+            await worker.start_profile(role="train", profile_step=2)  # what verl's trainer calls on a profiled step
+            await worker.update_actor(_v1_tensordict(_fixed_batch(), calculate_entropy=False, dtype=torch.float32))
+            await worker.stop_profile(run_command=True)
+        finally:
+            await worker.destroy()
+
+    asyncio.run(profiled_step())
+    trace = tmp_path / "profile" / "arctic_training_step_2.json"
+    assert trace.is_file() and "aten::" in trace.read_text()
