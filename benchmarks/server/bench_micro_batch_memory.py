@@ -108,7 +108,8 @@ def main() -> None:
     path = write_csv("micro_batch_memory", rows)
     rel = abs(one["loss"] - micro["loss"]) / max(1e-12, abs(one["loss"]))
     print(
-        f"peak RSS: one pass {one['peak_rss_mb']:.0f} MiB, micro-batches of {args.micro} {micro['peak_rss_mb']:.0f} MiB "
+        f"peak RSS: one pass {one['peak_rss_mb']:.0f} MiB, micro-batches of {args.micro} "
+        f"{micro['peak_rss_mb']:.0f} MiB "
         f"(x{one['peak_rss_mb'] / micro['peak_rss_mb']:.2f} total; x{ratio:.2f} above the loaded-model baseline); "
         f"loss relative difference {rel:.1e}; {path}"
     )
