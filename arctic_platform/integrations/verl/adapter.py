@@ -130,7 +130,7 @@ def validate_arctic_config(main_config: DictConfig, opts: Optional[DictConfig] =
     if loss_mode not in LOSS_MODES:
         raise ArcticConfigError(
             f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode!r} is not supported by the arctic backend "
-            "(only 'vanilla' PPO/GRPO)"
+            f"(it computes verl's registered losses: {list(LOSS_MODES)})"
         )
     if actor.loss_agg_mode not in LOSS_AGG_MODES:
         raise ArcticConfigError(f"actor_rollout_ref.actor.loss_agg_mode={actor.loss_agg_mode!r} is not supported")
