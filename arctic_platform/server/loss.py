@@ -167,7 +167,7 @@ def actor_config_from_meta(actor_config: dict | None, policy_loss_config: dict |
         policy = api.PolicyLossConfig(**plkw)
         cfg = api.ActorConfig(
             strategy=str(ac.get("strategy") or "fsdp"),
-            rollout_n=int(ac.get("rollout_n") or 1),
+            rollout_n=ac["rollout_n"] if isinstance(ac.get("rollout_n"), int) else 1,  # not read by the loss
             use_dynamic_bsz=True,  # micro-batching is read by micro_batching_from_meta, not by the loss
             policy_loss=policy,
             **kw,
