@@ -56,10 +56,14 @@ class BackendProfile(BaseModel):
     """``sampling_params.logprobs`` returns the sampled tokens' log-probs."""
     lora: bool
     """LoRA adapters (``extensions.lora``)."""
-    step_learning_rate: bool
-    """``/step`` honours ``learning_rate`` (the plugin then drives verl's LR schedule per training step)."""
+    lr_schedule: bool
+    """verl's LR schedule (``extensions.lr_schedule``: verl's own schedule functions and options), ticked once per
+    training step (``/step`` ``lr_scheduler_step``), its horizon given by the first ``/step`` when verl derives it
+    from the dataloader. Without it the backend ticks its ``ds_config`` scheduler on every ``/step``."""
     dynamic_bsz: bool
     """Token-budget micro-batches (``actor.use_dynamic_bsz``)."""
+    profiler: bool = False
+    """``/profile`` (the training engine's torch profiler, for ``trainer.profile_steps``)."""
     training_config: bool
     """``JobConfig.training_config`` is read."""
     training_zero_stages: tuple[int, ...] | None = None
@@ -99,7 +103,7 @@ ARCTIC_PLATFORM_MAIN = BackendProfile(
     token_ids=False,
     rollout_logprobs=False,  # ArcticLLMEngine sets CompletionOutput.logprobs=None
     lora=False,
-    step_learning_rate=False,  # /step: "on-prem uses the DeepSpeed scheduler's LR"
+    lr_schedule=False,  # /step: "on-prem uses the DeepSpeed scheduler's LR", ticked by every engine.step()
     dynamic_bsz=False,  # micro-batches come from gradient_accumulation_steps (token budgets only on the ZoRRo path)
     training_config=True,
     # measured: stage 0 fails ("unsupported mix of model_dtype=bfloat16 and grad_accum_dtype=float32"), 1 and 3 train;
@@ -116,8 +120,9 @@ ARCTIC_PLATFORM_MAIN = BackendProfile(
 )
 
 
-def embedded_profile(*, attn_implementations: tuple[str, ...], lora: bool = False) -> BackendProfile:
-    """The embedded torch server's profile (what ``GET /health`` advertises)."""
+def embedded_profile(*, attn_implementations: tuple[str, ...]) -> BackendProfile:
+    """The embedded torch server's profile (what ``GET /health`` advertises): verl's own losses, schedules and
+    micro-batching (:mod:`arctic_platform.server.loss`), LoRA through peft, the torch profiler."""
     return BackendProfile(
         name="the embedded arctic-verl server",
         loss_modes=LOSS_MODES,
@@ -126,9 +131,10 @@ def embedded_profile(*, attn_implementations: tuple[str, ...], lora: bool = Fals
         rollout_is_weights=True,
         token_ids=True,
         rollout_logprobs=True,
-        lora=lora,
-        step_learning_rate=True,
-        dynamic_bsz=False,
+        lora=True,
+        lr_schedule=True,
+        dynamic_bsz=True,
+        profiler=True,
         training_config=True,
         attn_implementations=attn_implementations,
         default_attn_implementation="sdpa" if "sdpa" in attn_implementations else attn_implementations[0],

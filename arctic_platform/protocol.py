@@ -52,6 +52,8 @@ __all__ = [
     "build_ds_config",
     "normalize_state",
     "read_ds_config",
+    "read_lora",
+    "read_lr_schedule",
     "read_training_config",
 ]
 
@@ -88,7 +90,16 @@ def normalize_state(state: Any) -> str:
     return "cancelled" if s == "canceled" else s
 
 
-CAPABILITIES = ("token_ids", "policy_version", "rollout_logprobs", "job_states")
+CAPABILITIES = (
+    "token_ids",
+    "policy_version",
+    "rollout_logprobs",
+    "job_states",
+    "verl_losses",
+    "lr_schedule",
+    "lora",
+    "profile",
+)
 """What ``GET /health`` advertises beyond the reference's ``{"status": "OK"}`` (extension):
 
 * ``token_ids``: ``/generate`` and ``/log-probs`` accept ``prompts: list[list[int]]`` and ``token_ids`` in results
@@ -96,6 +107,13 @@ CAPABILITIES = ("token_ids", "policy_version", "rollout_logprobs", "job_states")
 * ``policy_version``: generate results, weight syncs and job infos carry the policy version.
 * ``rollout_logprobs``: ``sampling_params.logprobs`` is honoured (sampled token's log-prob at the sampling T).
 * ``job_states``: ``/initialize`` may return while the job is ``PENDING``; failures become ``FAILED`` + ``reason``.
+* ``verl_losses``: ``/forward-backward`` computes verl's actor loss with verl's own functions for every
+  ``policy_loss.loss_mode`` in :data:`LOSS_MODES`, micro-batched as the actor config says (fixed rows or a token
+  budget), with verl's metric names and reductions.
+* ``lr_schedule``: ``extensions.lr_schedule`` (verl's schedule keys) and ``/step`` ``lr_scheduler_step`` /
+  ``total_training_steps``: verl's LR schedule, ticked once per training step.
+* ``lora``: ``extensions.lora``: a peft LoRA adapter trains; syncs and HF exports carry merged weights.
+* ``profile``: ``POST /profile`` starts / stops a torch profiler on the training job.
 """
 
 # ------------------------------------------------------------------------------------------------
@@ -122,7 +140,22 @@ ALLOWED_LOSS_FNS = (None, "verl_grpo", "verl_ppo", "vanilla")
 # loss vocabulary (§6)
 # ------------------------------------------------------------------------------------------------
 
-LOSS_MODES = ("vanilla",)
+LOSS_MODES = (
+    "bypass_mode",
+    "cispo",
+    "clip_cov",
+    "dppo_kl",
+    "dppo_tv",
+    "dro",
+    "geo_mean",
+    "gpg",
+    "gspo",
+    "kl_cov",
+    "sapo",
+    "vanilla",
+)
+"""``policy_loss.loss_mode`` values the embedded server computes: every name in verl 0.9.1's ``POLICY_LOSS_REGISTRY``
+(the server calls ``get_policy_loss_fn``; a test holds this torch-free copy equal to the registry)."""
 AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 KL_BASE_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
 KL_TYPES = KL_BASE_TYPES + tuple(k + "+" for k in KL_BASE_TYPES)
@@ -166,7 +199,9 @@ class JobConfig(BaseModel):
     low_memory: bool = False
     extensions: dict | None = None
     """Extension (the reference ignores it): embedded-server settings with no reference field:
-    ``device`` (auto / cpu / cuda[:N]), ``dtype`` (float32 / bfloat16 / float16), ``max_seq_len``."""
+    ``device`` (auto / cpu / cuda[:N]), ``dtype`` (float32 / bfloat16 / float16; a training job keeps float32 master
+    weights and uses it as the autocast dtype), ``max_seq_len``, ``lr_schedule`` (verl's optimizer schedule keys,
+    :func:`read_lr_schedule`) and ``lora`` (:func:`read_lora`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -207,6 +242,24 @@ class LogProbsRequest(BaseModel):
 
 class StepRequest(BaseModel):
     learning_rate: float | None = Field(None, ge=0)
+    lr_scheduler_step: bool | None = None
+    """Extension: advance the LR schedule after this step (None: yes, one tick per ``/step`` as the reference does;
+    verl's actor ticks only on the last mini-batch of a training step, so its client sends false on the others)."""
+    total_training_steps: int | None = Field(None, ge=1)
+    """Extension: the schedule's horizon in ticks, when the job was created without it (verl's
+    ``actor.optim.total_training_steps``, known only after verl built its dataloader)."""
+
+
+class ProfileRequest(BaseModel):
+    """Extension ``POST /profile?job_id=`` (training): torch profiler around the job's engine calls."""
+
+    model_config = ConfigDict(extra="forbid")
+    action: str
+    """``start`` or ``stop``."""
+    path: str | None = None
+    """``stop``: folder for the chrome trace (default: the job's checkpoint folder / ``profile``)."""
+    tag: str | None = None
+    """``stop``: trace file name without ``.json`` (default ``training_step_<n>``)."""
 
 
 class SaveRequest(BaseModel):
@@ -535,4 +588,102 @@ def _read_scheduler(value: Any) -> dict[str, Any]:
     p.pop("last_batch_iteration", None)
     if p:
         raise DsConfigError(f"scheduler.params.{sorted(p)[0]}", "is not read by this server")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# extensions.lr_schedule and extensions.lora of a training job (verl's own keys)
+# ------------------------------------------------------------------------------------------------
+
+LR_SCHEDULE_KEYS = (
+    "lr_scheduler_type",
+    "warmup_style",
+    "lr_warmup_steps",
+    "lr_warmup_steps_ratio",
+    "total_training_steps",
+    "min_lr_ratio",
+    "num_cycles",
+    "zero_indexed_step",
+)
+"""verl's ``actor.optim`` schedule keys, accepted as they are in ``extensions.lr_schedule``."""
+
+
+def read_lr_schedule(value: Any) -> dict[str, Any]:
+    """``extensions.lr_schedule`` (verl's optimizer keys) as ``TrainingSettings`` keyword arguments.
+
+    ``lr_warmup_steps`` <= 0 or None means ``lr_warmup_steps_ratio`` of the horizon; ``total_training_steps`` None or
+    <= 0 means "not known yet" (a ``/step`` brings it); ``warmup_style`` is verl's deprecated name of
+    ``lr_scheduler_type``. Unknown keys raise ``ValueError`` naming ``extensions.lr_schedule.<key>``.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError("extensions.lr_schedule must be an object of verl optimizer keys")
+    where = "extensions.lr_schedule"
+    for k in value:
+        if k not in LR_SCHEDULE_KEYS:
+            raise ValueError(f"{where}.{k} is not read by this server (known: {list(LR_SCHEDULE_KEYS)})")
+    kind = value.get("lr_scheduler_type") or "constant"
+    style = value.get("warmup_style")
+    if style is not None:
+        if value.get("lr_scheduler_type") not in (None, style):
+            raise ValueError(f"{where}.warmup_style {style!r} contradicts lr_scheduler_type {kind!r}")
+        kind = style
+    if kind not in ("constant", "cosine"):
+        raise ValueError(f"{where}.lr_scheduler_type {kind!r}: verl knows 'constant' and 'cosine'")
+    out: dict[str, Any] = {"lr_scheduler_type": kind}
+
+    def number(key: str, lo: float | None = None, hi: float | None = None) -> float | None:
+        v = value.get(key)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"{where}.{key} must be a finite number, got {v!r}")
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            raise ValueError(f"{where}.{key} must be in [{lo}, {hi}], got {v!r}")
+        return float(v)
+
+    w = number("lr_warmup_steps")
+    out["warmup_steps"] = int(w) if w is not None and w > 0 else 0
+    out["warmup_steps_ratio"] = number("lr_warmup_steps_ratio", 0.0, 1.0) or 0.0
+    t = number("total_training_steps")
+    out["total_steps"] = int(t) if t is not None and t > 0 else None
+    out["min_lr_ratio"] = number("min_lr_ratio", 0.0, 1.0) or 0.0
+    cycles = number("num_cycles")
+    out["num_cycles"] = 0.5 if cycles is None else cycles
+    z = value.get("zero_indexed_step", True)
+    if not isinstance(z, bool):
+        raise ValueError(f"{where}.zero_indexed_step must be true or false, got {z!r}")
+    out["zero_indexed_step"] = z
+    return out
+
+
+LORA_KEYS = ("rank", "alpha", "target_modules", "exclude_modules", "target_parameters")
+"""``extensions.lora`` keys: verl's ``model.lora_rank``, ``lora_alpha``, ``target_modules``, ``exclude_modules``,
+``target_parameters``."""
+
+
+def read_lora(value: Any) -> dict[str, Any] | None:
+    """``extensions.lora`` checked; None (or rank 0) means full fine-tuning."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("extensions.lora must be an object {rank, alpha, target_modules, ...}")
+    for k in value:
+        if k not in LORA_KEYS:
+            raise ValueError(f"extensions.lora.{k} is not read by this server (known: {list(LORA_KEYS)})")
+    rank = value.get("rank", 0)
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+        raise ValueError(f"extensions.lora.rank must be a non-negative int, got {rank!r}")
+    if rank == 0:
+        return None
+    alpha = value.get("alpha", 16)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha > 0:
+        raise ValueError(f"extensions.lora.alpha must be a positive number, got {alpha!r}")
+    out: dict[str, Any] = {"rank": rank, "alpha": alpha, "target_modules": value.get("target_modules", "all-linear")}
+    for k in ("target_modules", "exclude_modules", "target_parameters"):
+        v = value.get(k, out.get(k))
+        if v is not None and not (isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))):
+            raise ValueError(f"extensions.lora.{k} must be a string or a list of strings, got {v!r}")
+        out[k] = v
     return out

@@ -135,7 +135,7 @@ class AsyncArcticRLClient:
         self.url: str | None = None
         self.capabilities: tuple[str, ...] = ()
         """What the server advertised in /health (``token_ids``, ...); empty for a reference server."""
-        self.profile: BackendProfile = ARCTIC_PLATFORM_MAIN
+        self.backend_profile: BackendProfile = ARCTIC_PLATFORM_MAIN
         """What the backend honours (/health ``profile``; Arctic-Platform main's when it advertises none)."""
         self.retokenize_stats = {"prompts": 0, "mismatches": 0}
         """Text-prompt generation: prompts sent as text, and those whose ``encode(decode(ids)) != ids``."""
@@ -168,8 +168,8 @@ class AsyncArcticRLClient:
     async def connect(self) -> AsyncArcticRLClient:
         """Reach the server (starting the local one if configured) and read what it advertises; create nothing.
 
-        Sets :attr:`capabilities` and :attr:`profile` from ``/health``. :meth:`start` calls it first; call it alone
-        to check a run's settings against the backend before any job exists.
+        Sets :attr:`capabilities` and :attr:`backend_profile` from ``/health``. :meth:`start` calls it first; call it
+        alone to check a run's settings against the backend before any job exists.
 
         Raises:
             ArcticRLError: the server did not come up (whatever was started is stopped first).
@@ -209,7 +209,7 @@ class AsyncArcticRLClient:
             raise
         caps = health.get("capabilities") if isinstance(health, dict) else None
         self.capabilities = tuple(str(x) for x in caps) if isinstance(caps, list) else ()
-        self.profile = profile_from_health(health)
+        self.backend_profile = profile_from_health(health)
         return self
 
     async def start(self) -> AsyncArcticRLClient:
@@ -260,7 +260,7 @@ class AsyncArcticRLClient:
         body = self.config.job_config(job_type)
         wc = body.get("ds_worker_config")
         if wc is not None and wc.get("attn_implementation") is None:
-            wc["attn_implementation"] = self.profile.default_attn_implementation
+            wc["attn_implementation"] = self.backend_profile.default_attn_implementation
         return body
 
     async def _wait_health(self, timeout: float) -> Any:
@@ -441,24 +441,46 @@ class AsyncArcticRLClient:
 
         Returns:
             ``{"job_id", "metrics": {"actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/pg_clipfrac_lower",
-            ["actor/entropy_loss"], ["actor/kl_loss", "actor/kl_coef"], "loss"}, "avg_loss"}``.
+            ["actor/entropy_loss"], ["kl_loss", "kl_coef"], "loss"} (verl's names), "avg_loss"}``.
         """
         jid = self._need("training", "/forward-backward")
         tree = {"batch": batch, "meta": meta, "processing": processing or UPDATE_PROCESSING}
         return await self._frame_call("/forward-backward", jid, tree, idempotent=False)
 
-    async def step(self, learning_rate: float | None = None) -> dict:
-        """Optimizer step: ``{"job_id", "metrics": {"grad_norm", "last_lr"}, "global_steps", "skipped"}``.
+    async def step(
+        self,
+        learning_rate: float | None = None,
+        *,
+        lr_scheduler_step: bool | None = None,
+        total_training_steps: int | None = None,
+    ) -> dict:
+        """Optimizer step: ``{"job_id", "metrics": {"grad_norm", "last_lr", ["lr"]}, "global_steps", "skipped"}``.
 
         ``grad_norm`` is the pre-clip global norm; ``last_lr`` the rate this step used (``learning_rate``, when given,
-        overrides the schedule for this step only).
+        overrides the schedule for this step only); the embedded server adds ``lr``, the scheduled rate after this
+        step's tick (verl's ``lr`` metric). Extensions (embedded server): ``lr_scheduler_step=False`` steps the
+        optimizer without ticking the schedule (verl ticks once per training step); ``total_training_steps`` gives
+        the schedule its horizon when the job was created without one.
         """
         jid = self._need("training", "/step")
-        body = {} if learning_rate is None else {"learning_rate": learning_rate}
+        body: dict[str, Any] = {} if learning_rate is None else {"learning_rate": learning_rate}
+        if lr_scheduler_step is not None:
+            body["lr_scheduler_step"] = bool(lr_scheduler_step)
+        if total_training_steps is not None:
+            body["total_training_steps"] = int(total_training_steps)
         reply = await self._call("POST", "/step", params={"job_id": jid}, json_body=body)
         if isinstance(reply, dict) and isinstance(reply.get("metrics"), dict):
             reply["metrics"] = rank_agreed_metrics(reply["metrics"], "/step")
         return reply
+
+    async def profile(self, action: str, *, path: str | None = None, tag: str | None = None) -> dict:
+        """Extension (capability ``profile``): ``start`` / ``stop`` the training engine's torch profiler; ``stop``
+        writes ``<path>/<tag>.json`` (a chrome trace) and returns ``{"trace": ...}``."""
+        jid = self._need("training", "/profile")
+        body = {"action": action, "path": self._server_path(path), "tag": tag}
+        return await self._call(
+            "POST", "/profile", params={"job_id": jid}, json_body={k: v for k, v in body.items() if v is not None}
+        )
 
     async def forward(self, batch: dict, meta: dict, processing: dict | None = None, *, ref: bool = False) -> dict:
         """Predict-next log-probs: ``{"batch": {"logprobs" [B, P+R] float32[, "entropy"]}, "metrics"}``.
@@ -753,8 +775,21 @@ class ArcticRLClient:
     def forward_backward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
         return self._run(self._client.forward_backward(batch, meta, processing))
 
-    def step(self, learning_rate: float | None = None) -> dict:
-        return self._run(self._client.step(learning_rate))
+    def step(
+        self,
+        learning_rate: float | None = None,
+        *,
+        lr_scheduler_step: bool | None = None,
+        total_training_steps: int | None = None,
+    ) -> dict:
+        return self._run(
+            self._client.step(
+                learning_rate, lr_scheduler_step=lr_scheduler_step, total_training_steps=total_training_steps
+            )
+        )
+
+    def profile(self, action: str, *, path: str | None = None, tag: str | None = None) -> dict:
+        return self._run(self._client.profile(action, path=path, tag=tag))
 
     def forward(self, batch: dict, meta: dict, processing: dict | None = None, *, ref: bool = False) -> dict:
         return self._run(self._client.forward(batch, meta, processing, ref=ref))
@@ -778,7 +813,7 @@ class ArcticRLClient:
         return self._run(self._client.generate(prompts, sampling_params, routing_key=routing_key, strict=strict))
 
     capabilities = _forwarded("capabilities")
-    profile = _forwarded("profile")
+    backend_profile = _forwarded("backend_profile")
     retokenize_stats = _forwarded("retokenize_stats")
 
     def log_probs(self, prompts: list, completions: list | None = None, top_k: int = 1) -> list[dict]:

@@ -95,10 +95,19 @@ class TrainingConfig(_Model):
     """``JobConfig.cuda_ipc`` (weight sync of a colocated server)."""
     low_memory: bool = False
     """``JobConfig.low_memory`` (with cuda_ipc: one parameter at a time)."""
+    lr_schedule: dict[str, Any] | None = None
+    """Extension ``extensions.lr_schedule`` (embedded server): verl's ``actor.optim`` schedule keys
+    (``lr_scheduler_type``, ``lr_warmup_steps``, ``lr_warmup_steps_ratio``, ``total_training_steps``,
+    ``min_lr_ratio``, ``num_cycles``, ``zero_indexed_step``), counted in ticks the client asks for (verl: one per
+    training step). Supersedes ``lr_scheduler_type`` / ``warmup_steps`` / ``total_steps`` / ``min_lr_ratio`` there;
+    the ds_config scheduler is still sent for servers that do not read it."""
+    lora: dict[str, Any] | None = None
+    """Extension ``extensions.lora`` (embedded server): ``{rank, alpha, target_modules, exclude_modules,
+    target_parameters}`` as verl's ``model.lora_rank`` / ``lora_alpha`` / ...; rank 0 or None: full fine-tuning."""
 
     @model_validator(mode="after")
     def _cosine_needs_horizon(self):
-        if self.lr_scheduler_type == "cosine" and self.total_steps is None:
+        if self.lr_scheduler_type == "cosine" and self.total_steps is None and self.lr_schedule is None:
             raise ValueError("lr_scheduler_type='cosine' needs total_steps")
         return self
 
@@ -325,6 +334,10 @@ class ArcticRLClientConfig(_Model):
             body["checkpoint_path"] = ckpt
             body["cuda_ipc"] = t.cuda_ipc
             body["low_memory"] = t.low_memory
+            if t.lr_schedule is not None:
+                ext["lr_schedule"] = dict(t.lr_schedule)
+            if t.lora:
+                ext["lora"] = dict(t.lora)
         elif job_type == "log_prob":
             body["log_prob_config"] = self.log_prob_ds_config()
         elif job_type == "sampling":
@@ -351,17 +364,20 @@ class ArcticRLClientConfig(_Model):
         t = self.training
         o = t.optimizer
         base = {**t.deepspeed, **self._sizing(t.micro_batch_size, self.training_gpus)}
+        sched = dict(lr_scheduler_type=t.lr_scheduler_type, warmup_steps=t.warmup_steps, total_steps=t.total_steps)
+        if t.lr_schedule is not None and t.lr_scheduler_type == "cosine" and t.total_steps is None:
+            # no horizon yet: only extensions.lr_schedule can express this schedule (the server learns the horizon
+            # from /step); the ds_config gets no scheduler
+            sched = dict(lr_scheduler_type="constant", warmup_steps=0, total_steps=None)
         return build_ds_config(
             lr=o.lr,
             betas=o.betas,
             eps=o.eps,
             weight_decay=o.weight_decay,
             grad_clip=t.grad_clip,
-            lr_scheduler_type=t.lr_scheduler_type,
-            warmup_steps=t.warmup_steps,
-            total_steps=t.total_steps,
             min_lr_ratio=t.min_lr_ratio,
             base=base,
+            **sched,
         )
 
     def log_prob_ds_config(self) -> dict[str, Any]:

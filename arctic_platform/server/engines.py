@@ -17,7 +17,7 @@
 Every engine owns its own ``AutoModelForCausalLM`` (CPU float32 by default, CUDA bfloat16 when present):
 
 * :class:`TrainingEngine` (job ``training``): ``forward_backward`` (verl policy loss, gradients accumulate),
-  ``step`` (grad clipping + AdamW + warmup/constant/cosine schedule), ``forward``, checkpoints (safetensors + JSON).
+  ``step`` (grad clipping + AdamW + verl's LR schedule), ``forward``, checkpoints (safetensors + JSON).
 * :class:`SamplingEngine` (job ``sampling``): batched KV-cache decoding of token-id prompts with per-request seeds;
   its weights change only through :meth:`SamplingEngine.load_weights_from` (``/weight-sync``).
 * :class:`ForwardEngine` (job ``log_prob``): forward-only log-probs with the initial weights.
@@ -34,7 +34,7 @@ keeps working):
 |---|---|
 | ``errors.py`` | :class:`RequestError` |
 | ``batch.py`` | dense batch schema (:func:`parse_dense_batch`), processing allow-lists |
-| ``schedule.py`` | :class:`TrainingSettings`, the warmup / constant / cosine LR schedule |
+| ``schedule.py`` | :class:`TrainingSettings`, verl's LR schedule (:func:`build_scheduler`) |
 | ``model_engine.py`` | :class:`EngineSettings`, model loading, shared forward pass, ``_ModelEngine`` base |
 | ``training_engine.py`` | :class:`TrainingEngine` (loss, step, checkpoint save / load / pruning) |
 | ``sampling_engine.py`` | :class:`GenerateItem`, :class:`SamplingEngine` |
@@ -74,7 +74,7 @@ from .model_engine import (  # noqa: F401
     weight_norm,
 )
 from .sampling_engine import GenerateItem, SamplingEngine
-from .schedule import TrainingSettings, _lr_lambda_factory  # noqa: F401
+from .schedule import TrainingSettings, build_scheduler  # noqa: F401
 from .training_engine import TrainingEngine
 
 __all__ = [

@@ -55,6 +55,8 @@ from ..protocol import (
     JobConfig,
     JobStatus,
     read_ds_config,
+    read_lora,
+    read_lr_schedule,
     read_training_config,
 )
 from .engines import (
@@ -80,14 +82,31 @@ _DS_WORKER_KEYS = ("attn_implementation", "use_liger", "enable_gradient_checkpoi
 
 
 def training_settings(cfg: JobConfig) -> TrainingSettings:
-    """``TrainingSettings`` from ``cfg.ds_config`` with ``cfg.training_config`` over it, as the reference reads them
-    (422 naming a key the torch engine cannot honour)."""
+    """``TrainingSettings`` of a training job (422 naming a key the torch engine cannot honour).
+
+    Optimizer and clipping come from ``ds_config`` with ``training_config`` over it, as the reference reads them; the
+    schedule from ``extensions.lr_schedule`` (verl's keys and semantics) when present, else from those two;
+    ``ds_worker_config.enable_gradient_checkpointing`` and ``extensions.lora`` from where they are named.
+    """
     try:
         kw = read_ds_config(cfg.ds_config)
         kw.update(read_training_config(cfg.training_config))
     except DsConfigError as e:
         raise RequestError(str(e), 422) from None
     kw.pop("dtype", None)
+    try:
+        schedule = read_lr_schedule(_ext(cfg, "lr_schedule"))
+        lora = read_lora(_ext(cfg, "lora"))
+    except ValueError as e:
+        raise RequestError(str(e), 422) from None
+    if schedule:
+        # verl's schedule (ticked once per training step by its client) supersedes the ds_config scheduler, which a
+        # DeepSpeed server would tick per optimizer step
+        for k in ("lr_scheduler_type", "warmup_steps", "total_steps", "min_lr_ratio"):
+            kw.pop(k, None)
+        kw.update(schedule)
+    kw["lora"] = lora
+    kw["gradient_checkpointing"] = bool((cfg.ds_worker_config or {}).get("enable_gradient_checkpointing", False))
     return TrainingSettings(**kw)
 
 
@@ -244,6 +263,9 @@ class Job:
         if self.job_type == "training" and eng is not None:
             d["global_steps"] = eng.global_steps
             d["policy_version"] = eng.policy_version
+            d["param_dtype"] = str(eng.param_dtype).removeprefix("torch.")  # float32 master weights; dtype: autocast
+            d["lora"] = eng.training.lora
+            d["lr_scheduler_steps"] = None if eng.scheduler is None else int(eng.scheduler.last_epoch)
         if self.job_type == "sampling" and eng is not None:
             d["policy_version"] = eng.policy_version
             d["inference_state"] = eng.state
@@ -345,8 +367,19 @@ class JobRegistry:
                     f"checkpoint_path {cfg.checkpoint_path!r} is not usable ({e.strerror})", 400
                 ) from None
             ts = training_settings(cfg)
-            if ts.lr_scheduler_type == "cosine" and not ts.total_steps:
+            if ts.needs_horizon() and not ts.total_steps and not _ext(cfg, "lr_schedule"):
                 raise RequestError("ds_config.scheduler.params.total_num_steps is required for WarmupCosineLR", 422)
+            if dtype == "float16":
+                raise RequestError(
+                    "a float16 training job needs loss scaling, which this server does not do; use bfloat16 "
+                    "(float32 master weights, bfloat16 autocast)",
+                    422,
+                )
+            if ts.lora:
+                try:
+                    import peft  # noqa: F401
+                except ImportError:
+                    raise RequestError("extensions.lora needs the peft package (pip install peft)", 422) from None
         with self._lock:
             live = [j for j in self._jobs.values() if j.job_type == cfg.job_type and j.status in LIVE_STATES]
             if live:
@@ -373,8 +406,6 @@ class JobRegistry:
                 ts = training_settings(cfg)
                 job.checkpoint_root.mkdir(parents=True, exist_ok=True)
                 engine = TrainingEngine(settings, ts)
-                if (cfg.ds_worker_config or {}).get("enable_gradient_checkpointing"):
-                    engine.model.gradient_checkpointing_enable()
             elif job.job_type == "sampling" and job.sampling_engine == "vllm":
                 from .vllm_engine import VllmSamplingEngine
 

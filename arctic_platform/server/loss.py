@@ -12,335 +12,385 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 # SPDX-License-Identifier: Apache-2.0
-"""PPO / GRPO policy loss with verl's semantics (docs/arctic-rl-protocol.md §6), written here from the specification.
+"""The actor loss of the embedded server, computed by verl's own functions (docs/arctic-rl-protocol.md §6).
 
-This module does not import verl; ``tests/arctic_platform/server/test_loss_on_cpu.py`` checks it against
-``verl.trainer.ppo.core_algos`` (``compute_policy_loss_vanilla``, ``agg_loss``, ``kl_penalty``) and
-``verl.workers.utils.losses.ppo_loss``. The operations mirror verl's order so that a whole mini-batch computed in one
-piece matches verl bit for bit.
+The server ships in the same wheel as verl, so it does not keep a copy of verl's math: the policy loss is
+``verl.trainer.ppo.core_algos.get_policy_loss_fn(loss_mode)`` (every mode in ``POLICY_LOSS_REGISTRY``), the entropy
+and KL terms are ``agg_loss`` / ``kl_penalty``, and the config those functions read is verl's own ``ActorConfig`` /
+``PolicyLossConfig`` / ``RolloutCorrectionConfig``, built from ``meta.actor_config`` and ``meta.policy_loss_config``
+(the worker's actor block; keys the loss does not read are ignored). :func:`actor_loss` is the composition
+``verl.workers.utils.losses.ppo_loss`` performs, on the padded ``[b, R']`` tensors of one micro-batch (R' = the
+longest response of the micro-batch, exactly the width ``ppo_loss`` pads its nested tensors to, so
+``loss_scale_factor: null`` follows verl's per-micro-batch rule). :class:`MetricAccumulator` reduces per-micro-batch
+metrics as verl's engine does (``Metric`` MEAN / SUM per key), so metric names and meanings are verl's.
 
-All tensors are response-aligned ``[b, R]`` rows: one row is one sequence masked to its response
-(docs/arctic-rl-protocol.md §6: never packed rows). Aggregation uses the *global* denominators sent with the mini-batch
-(``batch_num_tokens`` T, ``global_batch_size`` N), so splitting rows into micro-batches and summing the parts gives
-the same loss. The server is one data-parallel rank (``dp_size`` D = 1): it computes the whole mini-batch itself,
-so nothing is averaged across ranks afterwards.
-
-Supported: ``policy_loss.loss_mode`` ``vanilla``; every ``loss_agg_mode`` of verl 0.9.x (``token-mean``,
-``token-sum``, ``seq-mean-token-sum``, ``seq-mean-token-mean``, ``seq-mean-token-sum-norm``); KL estimators ``kl``/
-``k1``, ``abs``, ``mse``/``k2``, ``low_var_kl``/``k3`` and their ``+`` straight-through variants. Anything else is
-refused with :class:`LossConfigError` (the server answers 422).
+verl is imported on first use (:func:`verl_loss_api`), not at server start: a sampling-only server never pays for it.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ..protocol import AGG_MODES, KL_BASE_TYPES, KL_TYPES, LOSS_MODES
+from ..protocol import AGG_MODES, KL_TYPES, LOSS_MODES
 
 __all__ = [
     "AGG_MODES",
     "KL_TYPES",
     "LOSS_MODES",
-    "LossConfig",
     "LossConfigError",
-    "agg_loss",
-    "kl_estimate",
-    "masked_mean",
-    "masked_sum",
-    "policy_loss_vanilla",
-    "ppo_loss",
+    "MetricAccumulator",
+    "MicroBatching",
+    "actor_config_from_meta",
+    "actor_loss",
+    "micro_batching_from_meta",
+    "verl_loss_api",
 ]
-
-_KL_BASE = KL_BASE_TYPES
 
 
 class LossConfigError(ValueError):
-    """A loss setting the server does not implement, or an invalid value; the message names the field."""
+    """A loss setting the server cannot honour, or an invalid value; the message names the key (the server: 422)."""
+
+
+@functools.lru_cache(maxsize=1)
+def verl_loss_api():
+    """verl's loss functions and config classes (imported once, lazily)."""
+    from verl.trainer.config import RolloutCorrectionConfig
+    from verl.trainer.ppo import core_algos
+    from verl.utils.metric import AggregationType, Metric
+    from verl.workers.config import ActorConfig, PolicyLossConfig
+
+    return _Api(core_algos, ActorConfig, PolicyLossConfig, RolloutCorrectionConfig, Metric, AggregationType)
 
 
 @dataclass(frozen=True)
-class LossConfig:
-    """The verl ``ActorConfig`` fields the loss reads (defaults are verl 0.9.1's)."""
-
-    clip_ratio: float = 0.2
-    """ε when the low/high values are None."""
-    clip_ratio_low: float | None = 0.2
-    """ε_low: the ratio is clipped at 1 - ε_low."""
-    clip_ratio_high: float | None = 0.2
-    """ε_high: the ratio is clipped at 1 + ε_high."""
-    clip_ratio_c: float = 3.0
-    """Dual-clip constant c (> 1): a negative-advantage token loses at most -A·c."""
-    loss_agg_mode: str = "token-mean"
-    """One of :data:`AGG_MODES`."""
-    loss_scale_factor: float | None = None
-    """K for ``seq-mean-token-sum-norm``; None means the response width R."""
-    entropy_coeff: float = 0.0
-    """Weight of the entropy bonus (subtracted)."""
-    use_kl_loss: bool = False
-    """Add ``kl_loss_coef`` × agg(KL(ℓ, ℓ_ref))."""
-    kl_loss_coef: float = 0.001
-    """KL weight."""
-    kl_loss_type: str = "low_var_kl"
-    """One of :data:`KL_TYPES`."""
-    loss_mode: str = "vanilla"
-    """``policy_loss.loss_mode``; only ``vanilla`` is implemented."""
-
-    @property
-    def eps_low(self) -> float:
-        return self.clip_ratio_low if self.clip_ratio_low is not None else self.clip_ratio
-
-    @property
-    def eps_high(self) -> float:
-        return self.clip_ratio_high if self.clip_ratio_high is not None else self.clip_ratio
-
-    @classmethod
-    def from_actor_config(cls, actor_config: dict[str, Any] | None, policy_loss_config: dict | None = None):
-        """Build from ``meta.actor_config`` (``vars(ActorConfig)`` after a JSON round trip; unknown keys ignored).
-
-        Raises:
-            LossConfigError: an unknown loss_mode / agg mode / KL type, or a value of the wrong type or range.
-        """
-        ac = dict(actor_config or {})
-        pl = ac.get("policy_loss") or {}
-        if not isinstance(pl, dict):
-            raise LossConfigError("actor_config.policy_loss must be a dict")
-        if policy_loss_config:
-            if not isinstance(policy_loss_config, dict):
-                raise LossConfigError("meta.policy_loss_config must be a dict")
-            pl = {**pl, **policy_loss_config}
-        kw: dict[str, Any] = {}
-        floats = ("clip_ratio", "clip_ratio_c", "entropy_coeff", "kl_loss_coef")
-        optional_floats = ("clip_ratio_low", "clip_ratio_high", "loss_scale_factor")
-        for name in floats + optional_floats:
-            if name not in ac or (ac[name] is None and name in floats):
-                continue
-            v = ac[name]
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                raise LossConfigError(f"actor_config.{name} must be a number, got {v!r}")
-            kw[name] = None if v is None else float(v)
-        for name in ("loss_agg_mode", "kl_loss_type"):
-            if ac.get(name) is not None:
-                if not isinstance(ac[name], str):
-                    raise LossConfigError(f"actor_config.{name} must be a string, got {ac[name]!r}")
-                kw[name] = ac[name]
-        if ac.get("use_kl_loss") is not None:
-            if not isinstance(ac["use_kl_loss"], bool):
-                raise LossConfigError(f"actor_config.use_kl_loss must be a bool, got {ac['use_kl_loss']!r}")
-            kw["use_kl_loss"] = ac["use_kl_loss"]
-        if pl.get("loss_mode") is not None:
-            kw["loss_mode"] = pl["loss_mode"]
-        cfg = cls(**kw)
-        cfg.validate()
-        return cfg
-
-    def validate(self) -> None:
-        if self.loss_mode not in LOSS_MODES:
-            raise LossConfigError(
-                f"policy_loss.loss_mode {self.loss_mode!r} is not implemented by this server (supported: {LOSS_MODES})"
-            )
-        if self.loss_agg_mode not in AGG_MODES:
-            raise LossConfigError(f"loss_agg_mode {self.loss_agg_mode!r} is not one of {AGG_MODES}")
-        if self.use_kl_loss and self.kl_loss_type not in KL_TYPES:
-            hint = (
-                " ('full' needs whole-vocabulary log-probs and is not implemented)"
-                if "full" in self.kl_loss_type
-                else ""
-            )
-            raise LossConfigError(f"kl_loss_type {self.kl_loss_type!r} is not one of {KL_TYPES}{hint}")
-        if not self.clip_ratio_c > 1.0:
-            raise LossConfigError(f"clip_ratio_c must be > 1.0 for dual-clip PPO, got {self.clip_ratio_c}")
-        if self.loss_scale_factor is not None and not self.loss_scale_factor > 0:
-            raise LossConfigError(f"loss_scale_factor must be > 0, got {self.loss_scale_factor}")
+class _Api:
+    core_algos: Any
+    ActorConfig: Any
+    PolicyLossConfig: Any
+    RolloutCorrectionConfig: Any
+    Metric: Any
+    AggregationType: Any
 
 
-def masked_sum(values: torch.Tensor, mask: torch.Tensor, axis=None) -> torch.Tensor:
-    """Σ values·mask, with values outside the mask replaced by 0 first (so NaN there cannot leak in)."""
-    valid = torch.where(mask.bool(), values, 0.0)
-    return (valid * mask).sum(axis=axis)
+# ActorConfig fields the loss functions (and ppo_loss) read, with their JSON kinds.
+_ACTOR_NUMBERS = ("clip_ratio", "clip_ratio_c", "entropy_coeff", "kl_loss_coef", "tau_pos", "tau_neg")
+_ACTOR_OPTIONAL_NUMBERS = ("clip_ratio_low", "clip_ratio_high", "loss_scale_factor")
+_ACTOR_STRINGS = ("loss_agg_mode", "kl_loss_type")
+_ACTOR_BOOLS = ("use_kl_loss", "calculate_entropy")
+_POLICY_NUMBERS = ("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio", "ppo_kl_coef")
+_POLICY_OPTIONAL_NUMBERS = ("dro_beta",)
 
 
-def masked_mean(values: torch.Tensor, mask: torch.Tensor, axis=None) -> torch.Tensor:
-    """masked_sum / (Σ mask + 1e-8)."""
-    return masked_sum(values, mask, axis) / (mask.sum(axis=axis) + 1e-8)
+def _number(where: str, v: Any, *, optional: bool = False) -> float | None:
+    if v is None and optional:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise LossConfigError(f"{where} must be a finite number, got {v!r}")
+    return float(v)
 
 
-def agg_loss(
-    loss_mat: torch.Tensor,
-    loss_mask: torch.Tensor,
-    loss_agg_mode: str,
-    *,
-    batch_num_tokens: float | torch.Tensor | None = None,
-    global_batch_size: float | torch.Tensor | None = None,
-    loss_scale_factor: float | None = None,
-) -> torch.Tensor:
-    """Aggregate a ``[b, R]`` per-token loss into a scalar (one data-parallel rank; docs/arctic-rl-protocol.md §6).
+def _dict(where: str, v: Any) -> dict:
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise LossConfigError(f"{where} must be an object, got {type(v).__name__}")
+    return v
 
-    Args:
-        loss_mat: per-token values.
-        loss_mask: response mask (bool or 0/1).
-        loss_agg_mode: one of :data:`AGG_MODES`.
-        batch_num_tokens: T, valid tokens in the whole mini-batch (None: this call's Σ mask).
-        global_batch_size: N, sequences in the whole mini-batch (None: this call's rows with any valid token).
-        loss_scale_factor: K for ``seq-mean-token-sum-norm`` (None: ``loss_mask.shape[-1]``).
+
+def actor_config_from_meta(actor_config: dict | None, policy_loss_config: dict | None = None):
+    """verl's ``ActorConfig`` for the loss, from ``meta.actor_config`` (+ ``meta.policy_loss_config``, which wins).
+
+    Only the keys verl's loss functions read are taken; every other key of the actor block is ignored. The config
+    is then exercised once on a one-token batch through verl's own functions, so anything verl would reject at the
+    first update (an unknown ``loss_mode``, ``clip_ratio_c <= 1``, ``dro`` without ``dro_beta``, an unknown
+    ``kl_loss_type``) is refused now, with verl's reason.
 
     Raises:
-        LossConfigError: unknown mode.
+        LossConfigError: naming the key.
     """
-    if loss_agg_mode == "token-mean":
-        if batch_num_tokens is None:
-            batch_num_tokens = loss_mask.sum()
-        return masked_sum(loss_mat, loss_mask) / batch_num_tokens
-    if loss_agg_mode == "token-sum":
-        return masked_sum(loss_mat, loss_mask)
-    if loss_agg_mode in ("seq-mean-token-sum", "seq-mean-token-sum-norm"):
-        seq_losses = torch.sum(loss_mat * loss_mask, dim=-1)
-        seq_mask = (torch.sum(loss_mask, dim=-1) > 0).float()
-        if global_batch_size is None:
-            global_batch_size = seq_mask.sum()
-        loss = masked_sum(seq_losses, seq_mask) / global_batch_size
-        if loss_agg_mode == "seq-mean-token-sum-norm":
-            loss = loss / (loss_mask.shape[-1] if loss_scale_factor is None else loss_scale_factor)
-        return loss
-    if loss_agg_mode == "seq-mean-token-mean":
-        seq_count = torch.sum(loss_mask, dim=-1)
-        seq_losses = torch.sum(loss_mat * loss_mask, dim=-1) / (seq_count + 1e-8)
-        seq_mask = (seq_count > 0).float()
-        if global_batch_size is None:
-            global_batch_size = seq_mask.sum()
-        return masked_sum(seq_losses, seq_mask) / global_batch_size
-    raise LossConfigError(f"loss_agg_mode {loss_agg_mode!r} is not one of {AGG_MODES}")
-
-
-def _kl_forward(logprob: torch.Tensor, ref_logprob: torch.Tensor, kind: str) -> torch.Tensor:
-    if kind in ("kl", "k1"):
-        return logprob - ref_logprob
-    if kind == "abs":
-        return (logprob - ref_logprob).abs()
-    if kind in ("mse", "k2"):
-        return 0.5 * (logprob - ref_logprob).square()
-    if kind in ("low_var_kl", "k3"):
-        d = torch.clamp(ref_logprob - logprob, min=-20, max=20)
-        return torch.clamp((torch.exp(d) - d - 1).contiguous(), min=-10, max=10)
-    raise LossConfigError(f"kl_loss_type {kind!r} is not one of {KL_TYPES}")
-
-
-def kl_estimate(logprob: torch.Tensor, ref_logprob: torch.Tensor, kl_type: str) -> torch.Tensor:
-    """Per-token KL(ℓ ‖ ℓ_ref) estimate; a ``+`` suffix keeps the forward value but takes k2's gradient."""
-    base = kl_type[:-1] if kl_type.endswith("+") else kl_type
-    forward = _kl_forward(logprob, ref_logprob, base)
-    if not kl_type.endswith("+") or kl_type in ("mse", "k2"):
-        return forward
-    k2 = 0.5 * (logprob - ref_logprob).square()
-    return k2 - k2.detach() + forward.detach()
-
-
-def policy_loss_vanilla(
-    old_log_prob: torch.Tensor,
-    log_prob: torch.Tensor,
-    advantages: torch.Tensor,
-    response_mask: torch.Tensor,
-    cfg: LossConfig,
-    *,
-    rollout_is_weights: torch.Tensor | None = None,
-    batch_num_tokens=None,
-    global_batch_size=None,
-    loss_scale_factor=None,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Clipped (dual-clip) PPO surrogate, aggregated with ``cfg.loss_agg_mode``.
-
-    Returns:
-        ``(pg_loss, stats)`` where ``stats`` holds the *unreduced* metric parts as ``(sum, count)`` friendly tensors:
-        ``clipfrac``, ``ppo_kl`` and ``clipfrac_lower`` masked means over this call (detached).
-    """
-    neg_kl = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
-    ratio = torch.exp(neg_kl)
-    ppo_kl = masked_mean(-neg_kl, response_mask)
-    pg_losses1 = -advantages * ratio
-    pg_losses2 = -advantages * torch.clamp(ratio, 1 - cfg.eps_low, 1 + cfg.eps_high)
-    clip_pg_losses1 = torch.maximum(pg_losses1, pg_losses2)
-    pg_clipfrac = masked_mean(torch.gt(pg_losses2, pg_losses1).float(), response_mask)
-    pg_losses3 = -advantages * cfg.clip_ratio_c
-    clip_pg_losses2 = torch.min(pg_losses3, clip_pg_losses1)
-    pg_clipfrac_lower = masked_mean(torch.gt(clip_pg_losses1, pg_losses3) * (advantages < 0).float(), response_mask)
-    pg_losses = torch.where(advantages < 0, clip_pg_losses2, clip_pg_losses1)
-    if rollout_is_weights is not None:
-        pg_losses = pg_losses * rollout_is_weights
-    pg_loss = agg_loss(
-        pg_losses,
-        response_mask,
-        cfg.loss_agg_mode,
-        batch_num_tokens=batch_num_tokens,
-        global_batch_size=global_batch_size,
-        loss_scale_factor=loss_scale_factor,
-    )
-    stats = {
-        "clipfrac_sum": masked_sum(torch.gt(pg_losses2, pg_losses1).float(), response_mask).detach(),
-        "clipfrac_lower_sum": masked_sum(
-            torch.gt(clip_pg_losses1, pg_losses3) * (advantages < 0).float(), response_mask
-        ).detach(),
-        "ppo_kl_sum": masked_sum(-neg_kl, response_mask).detach(),
-        "pg_clipfrac": pg_clipfrac.detach(),
-        "ppo_kl": ppo_kl.detach(),
-        "pg_clipfrac_lower": pg_clipfrac_lower.detach(),
+    api = verl_loss_api()
+    ac = _dict("meta.actor_config", actor_config)
+    pl = {
+        **_dict("actor_config.policy_loss", ac.get("policy_loss")),
+        **_dict("meta.policy_loss_config", policy_loss_config),
     }
-    return pg_loss, stats
+    if ac.get("calculate_sum_pi_squared"):
+        raise LossConfigError(
+            "actor_config.calculate_sum_pi_squared=true: the embedded server does not compute Σπ² (optimal-token "
+            "baseline); use another advantage estimator"
+        )
+    qat = ac.get("qat")
+    if isinstance(qat, dict) and qat.get("enable"):
+        raise LossConfigError("actor_config.qat.enable=true: quantization-aware training is not implemented here")
+    kw: dict[str, Any] = {}
+    for k in _ACTOR_NUMBERS:
+        if ac.get(k) is not None:
+            kw[k] = _number(f"actor_config.{k}", ac[k])
+    for k in _ACTOR_OPTIONAL_NUMBERS:
+        if k in ac:
+            kw[k] = _number(f"actor_config.{k}", ac[k], optional=True)
+    if kw.get("loss_scale_factor") is not None:
+        if not kw["loss_scale_factor"] > 0:
+            raise LossConfigError(f"actor_config.loss_scale_factor must be > 0, got {ac['loss_scale_factor']!r}")
+    for k in _ACTOR_STRINGS:
+        if ac.get(k) is not None:
+            if not isinstance(ac[k], str):
+                raise LossConfigError(f"actor_config.{k} must be a string, got {ac[k]!r}")
+            kw[k] = ac[k]
+    for k in _ACTOR_BOOLS:
+        if ac.get(k) is not None:
+            if not isinstance(ac[k], bool):
+                raise LossConfigError(f"actor_config.{k} must be true or false, got {ac[k]!r}")
+            kw[k] = ac[k]
+    if kw.get("loss_agg_mode", "token-mean") not in AGG_MODES:
+        raise LossConfigError(f"actor_config.loss_agg_mode {kw['loss_agg_mode']!r} is not one of {list(AGG_MODES)}")
+    plkw: dict[str, Any] = {}
+    mode = pl.get("loss_mode", "vanilla")
+    if not isinstance(mode, str):
+        raise LossConfigError(f"policy_loss.loss_mode must be a string, got {mode!r}")
+    plkw["loss_mode"] = mode
+    for k in _POLICY_NUMBERS:
+        if pl.get(k) is not None:
+            plkw[k] = _number(f"policy_loss.{k}", pl[k])
+    for k in _POLICY_OPTIONAL_NUMBERS:
+        if k in pl:
+            plkw[k] = _number(f"policy_loss.{k}", pl[k], optional=True)
+    rc = _dict("policy_loss.rollout_correction", pl.get("rollout_correction"))
+    rc_fields = set(api.RolloutCorrectionConfig.__dataclass_fields__)
+    try:
+        plkw["rollout_correction"] = api.RolloutCorrectionConfig(**{k: v for k, v in rc.items() if k in rc_fields})
+        policy = api.PolicyLossConfig(**plkw)
+        cfg = api.ActorConfig(
+            strategy=str(ac.get("strategy") or "fsdp"),
+            rollout_n=ac["rollout_n"] if isinstance(ac.get("rollout_n"), int) else 1,  # not read by the loss
+            use_dynamic_bsz=True,  # micro-batching is read by micro_batching_from_meta, not by the loss
+            policy_loss=policy,
+            **kw,
+        )
+    except (TypeError, ValueError, AssertionError) as e:
+        raise LossConfigError(f"meta.actor_config: verl rejects it: {e}") from None
+    _dry_run(cfg)
+    return cfg
 
 
-def ppo_loss(
+def _dry_run(cfg) -> None:
+    """Run the configured loss once on a one-token batch (RNG state kept: clip_cov draws random numbers)."""
+    api = verl_loss_api()
+    mode = cfg.policy_loss.loss_mode
+    if mode not in api.core_algos.POLICY_LOSS_REGISTRY:
+        raise LossConfigError(
+            f"policy_loss.loss_mode {mode!r} is not registered in verl "
+            f"(registered: {sorted(api.core_algos.POLICY_LOSS_REGISTRY)})"
+        )
+    one = torch.zeros(1, 1)
+    with torch.random.fork_rng(devices=[]):
+        try:
+            actor_loss(
+                cfg,
+                log_prob=one - 0.5,
+                entropy=one + 1.0,
+                old_log_prob=one - 0.6,
+                advantages=one + 1.0,
+                response_mask=torch.ones(1, 1, dtype=torch.bool),
+                ref_log_prob=one - 0.4 if cfg.use_kl_loss else None,
+                rollout_is_weights=None,
+                batch_num_tokens=1,
+                global_batch_size=1,
+            )
+        except NotImplementedError:
+            raise LossConfigError(
+                f"actor_config.kl_loss_type {cfg.kl_loss_type!r} is not implemented by verl's kl_penalty "
+                f"(known: {list(KL_TYPES)})"
+            ) from None
+        except (AssertionError, ValueError, TypeError, KeyError, AttributeError) as e:
+            raise LossConfigError(f"policy_loss.loss_mode {mode!r}: verl rejects this actor config: {e}") from None
+
+
+def actor_loss(
+    cfg,
+    *,
     log_prob: torch.Tensor,
+    entropy: torch.Tensor | None,
     old_log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
-    cfg: LossConfig,
-    *,
-    entropy: torch.Tensor | None = None,
-    ref_log_prob: torch.Tensor | None = None,
-    rollout_is_weights: torch.Tensor | None = None,
-    batch_num_tokens=None,
-    global_batch_size=None,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """The whole actor loss of verl's ``ppo_loss``: pg − entropy_coeff·agg(H) + kl_loss_coef·agg(KL).
+    ref_log_prob: torch.Tensor | None,
+    rollout_is_weights: torch.Tensor | None,
+    batch_num_tokens: float,
+    global_batch_size: float,
+    dp_size: int = 1,
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """One micro-batch's actor loss, as ``verl.workers.utils.losses.ppo_loss`` composes it.
+
+    pg = ``get_policy_loss_fn(loss_mode)(...)`` with ``config.global_batch_info`` set to the mini-batch's global
+    denominators; loss = pg − ``entropy_coeff``·agg(H) (when entropy is given) + ``kl_loss_coef``·agg(KL) (when
+    ``use_kl_loss``).
 
     Args:
-        log_prob: ℓ, new log-probs ``[b, R]`` (carries the graph).
-        old_log_prob, advantages, response_mask: ``[b, R]``.
-        cfg: loss settings.
-        entropy: H ``[b, R]`` when computed (adds the entropy term and ``entropy_loss``).
-        ref_log_prob: ℓ_ref ``[b, R]``; required when ``cfg.use_kl_loss``.
-        rollout_is_weights: per-token IS weights ``[b, R]`` (pad 1.0).
-        batch_num_tokens, global_batch_size: the mini-batch's global denominators (None: this call's own).
+        cfg: verl ``ActorConfig`` (:func:`actor_config_from_meta`).
+        log_prob: ℓ ``[b, R']`` carrying the graph; every other tensor is ``[b, R']`` too.
+        batch_num_tokens, global_batch_size: T and N of the whole mini-batch.
 
     Returns:
-        ``(loss, parts)``: ``parts`` holds detached ``pg_loss``, ``entropy_loss``, ``kl_loss`` (those computed) and
-        the masked-mean sums of :func:`policy_loss_vanilla`.
+        ``(loss, metrics)``: metrics as verl's ``ppo_loss`` returns them (``Metric`` objects and plain numbers).
     """
-    agg_kw = dict(batch_num_tokens=batch_num_tokens, global_batch_size=global_batch_size)
-    pg_loss, parts = policy_loss_vanilla(
-        old_log_prob,
-        log_prob,
-        advantages,
-        response_mask,
-        cfg,
+    api = verl_loss_api()
+    ca, Metric, Agg = api.core_algos, api.Metric, api.AggregationType
+    cfg.global_batch_info["dp_size"] = dp_size
+    cfg.global_batch_info["batch_num_tokens"] = batch_num_tokens
+    cfg.global_batch_info["global_batch_size"] = global_batch_size
+    cfg.global_batch_info["loss_scale_factor"] = cfg.loss_scale_factor
+    # ppo_loss: global batch info is always set here, so pg / entropy / kl losses are summed over micro-batches
+    summed = Agg.SUM
+    mask = response_mask.to(bool)
+    policy_loss_fn = ca.get_policy_loss_fn(cfg.policy_loss.get("loss_mode", "vanilla"))
+    pg_loss, pg_metrics = policy_loss_fn(
+        old_log_prob=old_log_prob,
+        log_prob=log_prob,
+        advantages=advantages,
+        response_mask=mask,
+        loss_agg_mode=cfg.loss_agg_mode,
+        config=cfg,
         rollout_is_weights=rollout_is_weights,
-        loss_scale_factor=cfg.loss_scale_factor,
-        **agg_kw,
     )
-    parts["pg_loss"] = pg_loss.detach()
-    loss = pg_loss
+    metrics: dict[str, Any] = dict(Metric.from_dict(pg_metrics, aggregation=Agg.MEAN))
+    metrics["actor/pg_loss"] = Metric(value=pg_loss, aggregation=summed)
+    policy_loss = pg_loss
     if entropy is not None:
-        entropy_loss = agg_loss(
-            entropy, response_mask, cfg.loss_agg_mode, loss_scale_factor=cfg.loss_scale_factor, **agg_kw
+        entropy_loss = ca.agg_loss(
+            loss_mat=entropy, loss_mask=mask, loss_agg_mode=cfg.loss_agg_mode, **cfg.global_batch_info
         )
-        loss = loss - cfg.entropy_coeff * entropy_loss
-        parts["entropy_loss"] = entropy_loss.detach()
+        policy_loss = policy_loss - cfg.entropy_coeff * entropy_loss
+        metrics["actor/entropy_loss"] = Metric(value=entropy_loss, aggregation=summed)
     if cfg.use_kl_loss:
         if ref_log_prob is None:
-            raise LossConfigError("use_kl_loss=True needs batch.ref_log_prob")
-        kld = kl_estimate(log_prob, ref_log_prob, cfg.kl_loss_type)
-        kl_loss = agg_loss(kld, response_mask, cfg.loss_agg_mode, loss_scale_factor=cfg.loss_scale_factor, **agg_kw)
-        loss = loss + kl_loss * cfg.kl_loss_coef
-        parts["kl_loss"] = kl_loss.detach()
-    return loss, parts
+            raise LossConfigError("actor_config.use_kl_loss=true needs batch.ref_log_prob")
+        kld = ca.kl_penalty(logprob=log_prob, ref_logprob=ref_log_prob, kl_penalty=cfg.kl_loss_type)
+        kl_loss = ca.agg_loss(loss_mat=kld, loss_mask=mask, loss_agg_mode=cfg.loss_agg_mode, **cfg.global_batch_info)
+        policy_loss = policy_loss + kl_loss * cfg.kl_loss_coef
+        metrics["kl_loss"] = Metric(value=kl_loss, aggregation=summed)
+        metrics["kl_coef"] = cfg.kl_loss_coef
+    return policy_loss, metrics
+
+
+class MetricAccumulator:
+    """Per-micro-batch metrics reduced as verl's engine reduces them for one mini-batch.
+
+    verl appends each micro-batch's ``Metric`` into one ``Metric`` per key and aggregates it (MEAN: the mean over
+    micro-batches; SUM: the sum); plain numbers (``kl_coef``) become a list the trainer averages; ``loss`` is the
+    sum of the micro-batch losses (``TrainingWorker._postprocess_output``).
+    """
+
+    def __init__(self):
+        self._metrics: dict[str, Any] = {}
+        self._loss = 0.0
+
+    def add(self, loss: torch.Tensor, metrics: dict[str, Any]) -> None:
+        Metric = verl_loss_api().Metric
+        self._loss += float(loss.detach().item())
+        for k, v in metrics.items():
+            if isinstance(v, Metric):
+                self._metrics.setdefault(k, v.init_list()).append(v)
+            else:
+                self._metrics.setdefault(k, []).append(float(v))
+
+    def result(self) -> dict[str, float]:
+        Metric = verl_loss_api().Metric
+        out = {
+            k: float(v.aggregate()) if isinstance(v, Metric) else float(sum(v) / len(v))
+            for k, v in self._metrics.items()
+        }
+        out["loss"] = self._loss
+        return out
+
+
+@dataclass(frozen=True)
+class MicroBatching:
+    """How one forward-backward call is cut (verl's engine: fixed rows, or a token budget per micro-batch)."""
+
+    use_dynamic_bsz: bool = False
+    micro_batch_size: int | None = None
+    """Rows per micro-batch (None: the whole call)."""
+    max_token_len: int | None = None
+    """Token budget of a micro-batch with dynamic batching (``ppo_max_token_len_per_gpu`` × sp size)."""
+
+
+def _positive_int(where: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise LossConfigError(f"{where} must be a positive int, got {v!r}")
+    return v
+
+
+def micro_batching_from_meta(meta: dict, default_micro_batch_size: int | None = None) -> MicroBatching:
+    """The micro-batching of a ``/forward-backward`` (``meta.actor_config``) or ``/forward`` (``meta``) call.
+
+    ``/forward-backward`` reads the actor block as verl's engine does: ``use_dynamic_bsz`` with
+    ``ppo_max_token_len_per_gpu`` (× ``ulysses_sequence_parallel_size``), else ``ppo_micro_batch_size_per_gpu``
+    (or the deprecated ``ppo_micro_batch_size``). Without an actor block, and for ``/forward``, the meta keys
+    ``use_dynamic_bsz`` + ``max_token_len_per_gpu`` or ``micro_batch_size`` (extension) apply, then the job's
+    ``ds_config.train_micro_batch_size_per_gpu``.
+
+    Raises:
+        LossConfigError: naming the key.
+    """
+    ac = meta.get("actor_config")
+    ac = ac if isinstance(ac, dict) else {}
+    if ac.get("use_dynamic_bsz") is not None or ac.get("ppo_micro_batch_size_per_gpu") is not None:
+        if ac.get("use_dynamic_bsz"):
+            sp = ac.get("ulysses_sequence_parallel_size") or (ac.get("fsdp_config") or {}).get(
+                "ulysses_sequence_parallel_size"
+            )
+            sp = _positive_int("actor_config.ulysses_sequence_parallel_size", sp or 1)
+            budget = _positive_int("actor_config.ppo_max_token_len_per_gpu", ac.get("ppo_max_token_len_per_gpu"))
+            return MicroBatching(use_dynamic_bsz=True, max_token_len=budget * sp)
+        mbs = ac.get("ppo_micro_batch_size_per_gpu")
+        if mbs is None:
+            mbs = ac.get("ppo_micro_batch_size")
+        if mbs is not None:
+            return MicroBatching(micro_batch_size=_positive_int("actor_config.ppo_micro_batch_size_per_gpu", mbs))
+    if meta.get("use_dynamic_bsz"):
+        return MicroBatching(
+            use_dynamic_bsz=True,
+            max_token_len=_positive_int("meta.max_token_len_per_gpu", meta.get("max_token_len_per_gpu")),
+        )
+    mbs = meta.get("micro_batch_size")
+    if mbs is not None:
+        return MicroBatching(micro_batch_size=_positive_int("meta.micro_batch_size", mbs))
+    return MicroBatching(micro_batch_size=default_micro_batch_size)
+
+
+def micro_batch_rows(seq_lens: torch.Tensor, mb: MicroBatching) -> list[list[int]]:
+    """Row indices of each micro-batch, as verl's ``prepare_micro_batches`` cuts them.
+
+    Fixed size: consecutive chunks of ``micro_batch_size`` rows (verl's ``chunk_tensordict``; a smaller last chunk is
+    allowed here, verl asserts divisibility). Dynamic: ``verl.utils.seqlen_balancing.rearrange_micro_batches`` on the
+    rows' real lengths with the token budget (its balanced partition and order).
+
+    Raises:
+        LossConfigError: a row longer than the token budget.
+    """
+    n = len(seq_lens)
+    if not mb.use_dynamic_bsz:
+        size = mb.micro_batch_size or n
+        return [list(range(s, min(s + size, n))) for s in range(0, n, size)]
+    from tensordict import TensorDict
+
+    from verl.utils.seqlen_balancing import rearrange_micro_batches
+
+    longest = int(seq_lens.max())
+    if longest > mb.max_token_len:
+        raise LossConfigError(
+            f"a row has {longest} tokens, more than the dynamic-batching budget max_token_len_per_gpu "
+            f"{mb.max_token_len}"
+        )
+    lens = seq_lens.long().clamp(min=1)
+    offsets = torch.zeros(n + 1, dtype=torch.long)
+    offsets[1:] = lens.cumsum(0)
+    ids = torch.nested.nested_tensor_from_jagged(torch.zeros(int(offsets[-1]), dtype=torch.long), offsets)
+    _, parts = rearrange_micro_batches(TensorDict({"input_ids": ids}, batch_size=[n]), max_token_len=mb.max_token_len)
+    return [list(p) for p in parts]

@@ -22,9 +22,10 @@ before the first real token).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -45,7 +46,8 @@ class EngineSettings:
     seed: int = 42
 
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
+"""``float64`` is for exact CPU comparisons (parity tests); the others are the usual compute dtypes."""
 
 
 def resolve_dtype(name: str) -> torch.dtype:
@@ -55,6 +57,17 @@ def resolve_dtype(name: str) -> torch.dtype:
 
 
 _LOAD_LOCK = threading.Lock()
+
+
+def autocast_context(device: torch.device, compute_dtype: torch.dtype):
+    """``torch.autocast`` to ``compute_dtype`` on ``device`` (a no-op for float32).
+
+    Training jobs keep float32 master weights and compute in the job's dtype, as verl's FSDP engine does
+    (``mixed_precision.param_dtype`` bf16 over float32 parameters, ``torch.autocast`` around the forward and loss).
+    """
+    if compute_dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=compute_dtype)
 
 
 def load_model(s: EngineSettings, *, train: bool):
@@ -115,21 +128,34 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(logits, dim=-1) - torch.sum(pd * logits, dim=-1)
 
 
+def at_least_float32(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in float32, or in its own dtype when that is wider (float64 stays float64)."""
+    return t if t.dtype in (torch.float32, torch.float64) else t.float()
+
+
 def model_logits(model, input_ids, attention_mask, position_ids, temperature: float) -> torch.Tensor:
-    """float32 logits / temperature, ``[B, L, V]``."""
+    """Logits / temperature in at least float32, ``[B, L, V]``."""
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
-    logits = out.logits.float()
+    logits = at_least_float32(out.logits)
     return logits / temperature if temperature != 1.0 else logits
 
 
 class _ModelEngine:
     kind = "base"
 
-    def __init__(self, settings: EngineSettings, *, train: bool):
+    def __init__(self, settings: EngineSettings, *, train: bool, param_dtype: str | None = None):
         self.settings = settings
-        self.model = load_model(settings, train=train)
+        self.model = load_model(settings if param_dtype is None else replace(settings, dtype=param_dtype), train=train)
         self.vocab_size = int(self.model.get_input_embeddings().weight.shape[0])
         self.device = torch.device(settings.device)
+        self.compute_dtype = resolve_dtype(settings.dtype)
+        self.param_dtype = resolve_dtype(param_dtype or settings.dtype)
+
+    def autocast(self):
+        """Mixed precision around forward passes: only when parameters are stored wider than the compute dtype."""
+        if self.param_dtype == self.compute_dtype:
+            return contextlib.nullcontext()
+        return autocast_context(self.device, self.compute_dtype)
 
     def close(self) -> None:
         self.model = None
@@ -146,28 +172,33 @@ class _ModelEngine:
         db = parse_dense_batch(
             batch, meta, vocab_size=self.vocab_size, max_seq_len=self.settings.max_seq_len, need_response=False
         )
-        mbs = meta.get("micro_batch_size") or len(db.input_ids)
-        lps, ents = [], []
+        from .loss import LossConfigError, micro_batch_rows, micro_batching_from_meta
+
+        try:
+            parts = micro_batch_rows(db.attention_mask.sum(-1), micro_batching_from_meta(meta))
+        except LossConfigError as e:
+            raise RequestError(str(e)) from None
+        lp_all = torch.zeros(db.input_ids.shape, dtype=torch.float32)
+        ent_all = torch.zeros(db.input_ids.shape, dtype=torch.float32) if want_entropy else None
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode():
-                for s in range(0, len(db.input_ids), int(mbs)):
-                    sl = slice(s, s + int(mbs))
-                    ids, mask = self._to(db.input_ids[sl]), self._to(db.attention_mask[sl])
-                    logits = model_logits(self.model, ids, mask, self._to(db.position_ids[sl]), temperature)
+            with torch.inference_mode(), self.autocast():
+                for rows in parts:
+                    idx = torch.tensor(rows, dtype=torch.long)
+                    ids, mask = self._to(db.input_ids[idx]), self._to(db.attention_mask[idx])
+                    logits = model_logits(self.model, ids, mask, self._to(db.position_ids[idx]), temperature)
                     labels = torch.roll(ids, shifts=-1, dims=1)
                     valid = (mask.bool() & torch.roll(mask.bool(), shifts=-1, dims=1)).clone()
                     valid[:, -1] = False
-                    lp = torch.where(valid, token_logprobs(logits, labels), 0.0)
-                    lps.append(lp.cpu())
+                    lp_all[idx] = torch.where(valid, token_logprobs(logits, labels), 0.0).float().cpu()
                     if want_entropy:
-                        ents.append(torch.where(valid, entropy_from_logits(logits), 0.0).cpu())
+                        ent_all[idx] = torch.where(valid, entropy_from_logits(logits), 0.0).float().cpu()
         finally:
             self.model.train(was_training)
-        out = {"logprobs": torch.cat(lps).float()}
+        out = {"logprobs": lp_all}
         if want_entropy:
-            out["entropy"] = torch.cat(ents).float()
+            out["entropy"] = ent_all
         return {"batch": out, "metrics": {}}
 
     # ---- sleep / wake of a model engine (/sleep-training, /wake-training, /sleep-log-prob, /wake-log-prob) ----

@@ -12,17 +12,29 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 # SPDX-License-Identifier: Apache-2.0
-"""Optimizer and LR-schedule settings of a training job (warmup + constant / cosine, as verl's schedules)."""
+"""Optimizer, LR-schedule, precision and LoRA settings of a training job; the schedule is verl's own.
+
+The LR scheduler is built by verl's functions (``verl.utils.torch_functional.get_constant_schedule_with_warmup`` /
+``get_cosine_schedule_with_warmup``) with verl's arguments (``num_cycles``, ``zero_indexed_step``, ``min_lr_ratio``,
+warmup in steps or as a ratio of the horizon), exactly as verl's FSDP engine builds it (``_build_lr_scheduler``).
+Who ticks it is the client's choice per ``/step`` (``lr_scheduler_step``): verl ticks once per *training step*, on the
+last mini-batch, so its warmup and horizon count training steps; a client that says nothing gets one tick per
+``/step`` (the reference server's DeepSpeed semantics).
+
+The horizon may arrive late: verl computes ``total_training_steps`` from the dataloader after the backend exists, so a
+job may be created without it and learn it from the first ``/step`` that carries ``total_training_steps``
+(extension); the scheduler is built then, before the first optimizer step.
+"""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
 class TrainingSettings:
-    """Optimizer and schedule (from ``JobConfig.ds_config``: :func:`arctic_platform.protocol.read_ds_config`)."""
+    """Optimizer, schedule, precision and adapter of a training job (:func:`.jobs.training_settings`)."""
 
     lr: float = 1e-6
     betas: tuple[float, float] = (0.9, 0.999)
@@ -30,29 +42,54 @@ class TrainingSettings:
     eps: float = 1e-8
     grad_clip: float | None = 1.0
     lr_scheduler_type: str = "constant"
+    """``constant`` or ``cosine`` (verl's ``optim.lr_scheduler_type``)."""
     warmup_steps: int = 0
+    """Warmup ticks; <= 0 means ``warmup_steps_ratio`` × ``total_steps`` (verl's ``lr_warmup_steps``)."""
+    warmup_steps_ratio: float = 0.0
+    """verl's ``lr_warmup_steps_ratio``."""
     total_steps: int | None = None
+    """Horizon in ticks (verl's ``optim.total_training_steps``); None: not known yet."""
     min_lr_ratio: float = 0.0
+    """Cosine floor (verl's ``min_lr_ratio``)."""
+    num_cycles: float = 0.5
+    """Cosine waves (verl's ``num_cycles``)."""
+    zero_indexed_step: bool = True
+    """verl's ``zero_indexed_step``: False counts ticks from 1."""
     micro_batch_size: int | None = None
+    """``ds_config.train_micro_batch_size_per_gpu``: rows per micro-batch when the call's meta names none."""
+    gradient_checkpointing: bool = False
+    """``ds_worker_config.enable_gradient_checkpointing`` (HF, ``use_reentrant=False`` as verl)."""
+    lora: dict[str, Any] | None = field(default=None)
+    """``extensions.lora`` (rank > 0): train a peft LoRA adapter only."""
+
+    def needs_horizon(self) -> bool:
+        """Whether the schedule cannot be built without ``total_steps``."""
+        return self.lr_scheduler_type == "cosine" or (self.warmup_steps <= 0 and self.warmup_steps_ratio > 0)
+
+    def resolved_warmup(self) -> int:
+        """verl's rule: ``lr_warmup_steps`` when > 0, else ``int(lr_warmup_steps_ratio * total_training_steps)``."""
+        if self.warmup_steps > 0:
+            return int(self.warmup_steps)
+        if self.warmup_steps_ratio <= 0:
+            return 0
+        return int(self.warmup_steps_ratio * int(self.total_steps))
 
 
-def _lr_lambda_factory(ts: TrainingSettings):
-    warmup = int(ts.warmup_steps or 0)
-    kind = ts.lr_scheduler_type
-    total = ts.total_steps
-    min_ratio = float(ts.min_lr_ratio or 0.0)
+def build_scheduler(optimizer, ts: TrainingSettings, last_epoch: int = -1):
+    """verl's LR scheduler for ``ts`` (``ts.total_steps`` must be known when :meth:`TrainingSettings.needs_horizon`)."""
+    from verl.utils.torch_functional import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
 
-    def lr_lambda(step: int) -> float:
-        if kind == "cosine":
-            # verl.utils.torch_functional.get_cosine_schedule_with_warmup (init_lr_ratio 0, zero-indexed steps)
-            if step < warmup:
-                return float(step) / float(max(1, warmup))
-            progress = float(step - warmup) / float(max(1, (total or 1) - warmup))
-            x = math.cos(math.pi * 0.5 * 2.0 * progress)
-            return max(min_ratio, x * (1 - min_ratio) * 0.5 + (1 + min_ratio) * 0.5)
-        # constant with warmup: verl.utils.torch_functional.get_constant_schedule_with_warmup
-        if step < warmup:
-            return float(step) / float(max(1.0, warmup))
-        return 1.0
-
-    return lr_lambda
+    warmup = ts.resolved_warmup()
+    if ts.lr_scheduler_type == "cosine":
+        return get_cosine_schedule_with_warmup(
+            optimizer=optimizer,
+            num_warmup_steps=warmup,
+            num_training_steps=int(ts.total_steps),
+            min_lr_ratio=ts.min_lr_ratio,
+            num_cycles=ts.num_cycles,
+            zero_indexed_step=ts.zero_indexed_step,
+            last_epoch=last_epoch,
+        )
+    if ts.lr_scheduler_type == "constant":
+        return get_constant_schedule_with_warmup(optimizer=optimizer, num_warmup_steps=warmup, last_epoch=last_epoch)
+    raise ValueError(f"lr_scheduler_type {ts.lr_scheduler_type!r} is not 'constant' or 'cosine'")

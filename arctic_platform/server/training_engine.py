@@ -12,8 +12,20 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 # SPDX-License-Identifier: Apache-2.0
-"""Policy engine (job ``training``): verl policy loss, grad clipping + AdamW + LR schedule, checkpoints
-(safetensors + JSON, ``save_total_limit`` pruning).
+"""Policy engine (job ``training``): verl's actor update on one device.
+
+* **Loss**: verl's own functions (:mod:`.loss`: ``get_policy_loss_fn(loss_mode)``, ``agg_loss``, ``kl_penalty``) on
+  each micro-batch, with the mini-batch's global denominators, so micro-batching leaves the loss and gradient of a
+  ``/forward-backward`` unchanged; metrics are reduced over micro-batches as verl's engine reduces them.
+* **Micro-batches** as verl's engine cuts them: a fixed number of rows (``ppo_micro_batch_size_per_gpu``) or a token
+  budget (``use_dynamic_bsz`` + ``ppo_max_token_len_per_gpu``, verl's ``rearrange_micro_batches``).
+* **Precision**: float32 master weights always; the job's dtype (bfloat16 on CUDA by default) is the autocast dtype
+  of forward and loss, as verl's FSDP mixed precision; float32 jobs (CPU default) run without autocast.
+* **Step**: gradient clipping, AdamW (skipped when the norm is not finite), then verl's LR schedule ticks unless the
+  client says ``lr_scheduler_step: false`` (verl ticks once per training step).
+* **LoRA** (peft, as verl): only the adapter trains; weight syncs and the HF export carry merged weights.
+* Gradient checkpointing (HF, ``use_reentrant=False``), a torch profiler, checkpoints (safetensors + JSON,
+  ``save_total_limit`` pruning, the LoRA adapter in peft's format, an optional HF export).
 """
 
 from __future__ import annotations
@@ -27,7 +39,6 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -43,9 +54,37 @@ from .model_engine import (
     model_logits,
     token_logprobs,
 )
-from .schedule import TrainingSettings, _lr_lambda_factory
+from .schedule import TrainingSettings, build_scheduler
 
 logger = logging.getLogger("arctic_platform.server")
+
+
+class MergedWeights:
+    """The weights a sampler serves: base parameter names, LoRA deltas merged in (``named_parameters()`` only).
+
+    Built without touching the training model (W + ΔW per LoRA layer, peft's ``get_delta_weight``), so training
+    continues on exactly the weights it had.
+    """
+
+    def __init__(self, peft_model):
+        self._model = peft_model
+
+    def named_parameters(self):
+        from peft.tuners.lora import LoraLayer
+
+        base = self._model.get_base_model()
+        deltas: dict[str, torch.Tensor] = {}
+        for mname, mod in base.named_modules():
+            if isinstance(mod, LoraLayer) and "default" in getattr(mod, "lora_A", {}):
+                deltas[f"{mname}.base_layer.weight"] = mod.get_delta_weight("default")
+        with torch.no_grad():
+            for name, p in base.named_parameters():
+                if "lora_" in name:
+                    continue
+                value = p.detach()
+                if name in deltas:
+                    value = value + deltas[name].to(value.dtype)
+                yield name.replace(".base_layer", ""), value
 
 
 class TrainingEngine(_ModelEngine):
@@ -54,8 +93,15 @@ class TrainingEngine(_ModelEngine):
     kind = "training"
 
     def __init__(self, settings: EngineSettings, training: TrainingSettings):
-        super().__init__(settings, train=True)
+        if settings.dtype == "float16":
+            raise RequestError("float16 training needs loss scaling, which this server does not do; use bfloat16", 422)
+        # float32 master weights (float64 stays float64): the job's dtype is the autocast dtype
+        super().__init__(settings, train=True, param_dtype="float64" if settings.dtype == "float64" else "float32")
         self.training = training
+        if training.lora:
+            self._wrap_lora(training.lora)
+        if training.gradient_checkpointing:
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.param_names = [n for n, p in _param_items(self.model) if p.requires_grad]
         params = dict(self.model.named_parameters())
         self.params = [params[n] for n in self.param_names]
@@ -66,19 +112,52 @@ class TrainingEngine(_ModelEngine):
             eps=training.eps,
             weight_decay=training.weight_decay,
         )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _lr_lambda_factory(training))
+        self.scheduler = None
+        self._creation_horizon = training.total_steps
+        if not training.needs_horizon() or training.total_steps:
+            self.scheduler = build_scheduler(self.optimizer, training)
         self.global_steps = 0
         self.policy_version = 0
+        self.profiler = None
         self.saved: list[tuple[int, Path]] = []  # (step, target) of this job's saves, oldest first: pruning
         self.model.zero_grad(set_to_none=True)
 
+    def _wrap_lora(self, lora: dict) -> None:
+        """peft LoRA over the loaded model, with verl's settings (``_build_lora_module``)."""
+        from peft import LoraConfig, TaskType, get_peft_model
+
+        self.model.enable_input_require_grads()
+        cfg = LoraConfig(
+            task_type=TaskType.CAUSAL_LM,
+            r=int(lora["rank"]),
+            lora_alpha=lora["alpha"],
+            target_modules=lora.get("target_modules"),
+            target_parameters=lora.get("target_parameters"),
+            exclude_modules=lora.get("exclude_modules"),
+            bias="none",
+        )
+        self.model = get_peft_model(self.model, cfg)
+
+    @property
+    def is_lora(self) -> bool:
+        return bool(self.training.lora)
+
+    def weights_for_sync(self):
+        """What ``/weight-sync`` and ``/weight-norm`` read: the model, or its merged view under LoRA."""
+        return MergedWeights(self.model) if self.is_lora else self.model
+
     # ---- loss ----
     def forward_backward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
-        """verl policy loss on one mini-batch; gradients accumulate until :meth:`step`."""
+        """verl's actor loss on one mini-batch, micro-batch by micro-batch; gradients accumulate until :meth:`step`."""
+        with self._profiled("forward_backward"):
+            return self._forward_backward(batch, meta, processing)
+
+    def _forward_backward(self, batch: dict, meta: dict, processing: dict | None) -> dict:
         meta = meta or {}
         _check_processing(processing, forward_only=False)
         try:
-            cfg = L.LossConfig.from_actor_config(meta.get("actor_config"), meta.get("policy_loss_config"))
+            cfg = L.actor_config_from_meta(meta.get("actor_config"), meta.get("policy_loss_config"))
+            mb = L.micro_batching_from_meta(meta, self.training.micro_batch_size)
         except L.LossConfigError as e:
             raise RequestError(str(e)) from None
         temperature = _temperature(meta.get("temperature"))
@@ -88,89 +167,110 @@ class TrainingEngine(_ModelEngine):
         if cfg.use_kl_loss and "ref_log_prob" not in db.resp:
             raise RequestError("batch.ref_log_prob is missing (actor_config.use_kl_loss=True needs it)")
         want_entropy = bool(meta.get("calculate_entropy", False)) or cfg.entropy_coeff != 0.0
-        P, R = db.prompt_len, db.response_len
-        mask = db.resp["response_mask"]
-        # Global denominators (docs/arctic-rl-protocol.md §5 meta): for the whole mini-batch, else this call's own.
-        bnt = _num(meta, "batch_num_tokens")
-        gbs = _num(meta, "global_batch_size")
-        micro = meta.get("micro_batch_size") or self.training.micro_batch_size or len(db.input_ids)
-        if isinstance(micro, bool) or not isinstance(micro, int) or micro < 1:
-            raise RequestError(f"meta.micro_batch_size must be a positive int, got {micro!r}")
+        P = db.prompt_len
         if P == 0:
             raise RequestError("prompt length 0: the first response token has no predicting position")
-        n = len(db.input_ids)
-        single = micro >= n
-        if not single:  # splitting must not change the loss: fix the denominators from the whole call
-            if bnt is None:
-                bnt = mask.sum().item()
-            if gbs is None:
-                gbs = (mask.sum(-1) > 0).sum().item()
-        totals: dict[str, Any] = {}
+        mask = db.resp["response_mask"]
+        # The mini-batch's global denominators (docs/arctic-rl-protocol.md §4 meta), else this call's own: every
+        # micro-batch is normalised by the same T and N, so their sum is the whole call's loss.
+        bnt = _num(meta, "batch_num_tokens")
+        gbs = _num(meta, "global_batch_size")
+        if bnt is None:
+            bnt = int(mask.sum())
+        if gbs is None:
+            gbs = int((mask.sum(-1) > 0).sum())
+        resp_len = db.attention_mask[:, P:].sum(-1)  # each row's response length
+        try:
+            parts = L.micro_batch_rows(db.attention_mask.sum(-1), mb)
+        except L.LossConfigError as e:
+            raise RequestError(str(e)) from None
+        acc = L.MetricAccumulator()
         self.model.train()
-        for s in range(0, n, micro):
-            sl = slice(s, s + micro)
-            ids = self._to(db.input_ids[sl])
-            logits = model_logits(
-                self.model, ids, self._to(db.attention_mask[sl]), self._to(db.position_ids[sl]), temperature
-            )
-            # response token k sits at column P + k and is predicted by column P + k - 1
-            resp_logits = logits[:, P - 1 : P + R - 1]
-            labels = ids[:, P : P + R]
-            log_prob = token_logprobs(resp_logits, labels)
-            entropy = entropy_from_logits(resp_logits) if want_entropy else None
-            r = {k: self._to(v[sl]) for k, v in db.resp.items()}
-            loss, parts = L.ppo_loss(
-                log_prob,
-                r["old_log_probs"],
-                r["advantages"],
-                r["response_mask"],
-                cfg,
-                entropy=entropy,
-                ref_log_prob=r.get("ref_log_prob"),
-                rollout_is_weights=r.get("rollout_is_weights"),
-                batch_num_tokens=bnt,
-                global_batch_size=gbs,
-            )
+        for rows in parts:
+            idx = torch.tensor(rows, dtype=torch.long)
+            # verl pads a micro-batch's response fields to its longest response (nested -> padded): same width here
+            width = max(1, int(resp_len[idx].max()))
+            ids = self._to(db.input_ids[idx])
+            with self.autocast():
+                logits = model_logits(
+                    self.model, ids, self._to(db.attention_mask[idx]), self._to(db.position_ids[idx]), temperature
+                )
+                # response token k sits at column P + k and is predicted by column P + k - 1
+                resp_logits = logits[:, P - 1 : P + width - 1]
+                log_prob = token_logprobs(resp_logits, ids[:, P : P + width])
+                entropy = entropy_from_logits(resp_logits) if want_entropy else None
+                r = {k: self._to(v[idx, :width]) for k, v in db.resp.items()}
+                try:
+                    loss, metrics = L.actor_loss(
+                        cfg,
+                        log_prob=log_prob,
+                        entropy=entropy,
+                        old_log_prob=r["old_log_probs"],
+                        advantages=r["advantages"],
+                        response_mask=r["response_mask"],
+                        ref_log_prob=r.get("ref_log_prob"),
+                        rollout_is_weights=r.get("rollout_is_weights"),
+                        batch_num_tokens=bnt,
+                        global_batch_size=gbs,
+                    )
+                except L.LossConfigError as e:
+                    raise RequestError(str(e)) from None
             loss.backward()
-            parts["loss"] = loss.detach()
-            parts["count"] = r["response_mask"].sum().detach()
-            for k, v in parts.items():
-                totals[k] = totals.get(k, 0) + v.to("cpu", torch.float64) if not single else v
-        metrics = self._metrics(totals, single, cfg)
-        return {"metrics": metrics, "avg_loss": metrics["loss"]}
+            acc.add(loss, metrics)
+            del logits, resp_logits, log_prob, entropy, loss
+        out = acc.result()
+        return {"metrics": out, "avg_loss": out["loss"], "micro_batches": len(parts)}
 
-    @staticmethod
-    def _metrics(t: dict, single: bool, cfg: L.LossConfig) -> dict[str, float]:
-        if single:
-            m = {
-                "actor/pg_clipfrac": t["pg_clipfrac"].item(),
-                "actor/ppo_kl": t["ppo_kl"].item(),
-                "actor/pg_clipfrac_lower": t["pg_clipfrac_lower"].item(),
-            }
-        else:  # token means over the whole call (equal to verl's per-mini-batch metric with one micro-batch)
-            denom = t["count"] + 1e-8
-            m = {
-                "actor/pg_clipfrac": (t["clipfrac_sum"] / denom).item(),
-                "actor/ppo_kl": (t["ppo_kl_sum"] / denom).item(),
-                "actor/pg_clipfrac_lower": (t["clipfrac_lower_sum"] / denom).item(),
-            }
-        m["actor/pg_loss"] = float(t["pg_loss"])
-        if "entropy_loss" in t:
-            m["actor/entropy_loss"] = float(t["entropy_loss"])
-        if "kl_loss" in t:
-            m["actor/kl_loss"] = float(t["kl_loss"])
-            m["actor/kl_coef"] = float(cfg.kl_loss_coef)
-        m["loss"] = float(t["loss"])
-        return m
+    def _set_horizon(self, total: int) -> None:
+        have = self.training.total_steps
+        if have is not None and int(have) != int(total):
+            raise RequestError(
+                f"/step total_training_steps {total} contradicts the job's schedule horizon {have} "
+                "(extensions.lr_schedule.total_training_steps)",
+                422,
+            )
+        if self.scheduler is None:
+            self.training.total_steps = int(total)
+            self.scheduler = build_scheduler(self.optimizer, self.training)
 
-    def step(self, learning_rate: float | None = None) -> dict:
-        """Clip gradients, take one AdamW step (skipped when the norm is not finite), advance the schedule."""
+    def step(
+        self,
+        learning_rate: float | None = None,
+        *,
+        lr_scheduler_step: bool | None = None,
+        total_training_steps: int | None = None,
+    ) -> dict:
+        """Clip gradients, take one AdamW step (skipped when the norm is not finite), advance the schedule.
+
+        Args:
+            learning_rate: this step's rate instead of the schedule's (the schedule is not changed).
+            lr_scheduler_step: False: no schedule tick after this step (verl ticks on a training step's last
+                mini-batch only); None / True: tick.
+            total_training_steps: the schedule's horizon, when the job was created without it.
+
+        Returns:
+            ``metrics.last_lr`` is the rate this step used; ``metrics.lr`` the scheduled rate after the tick (what
+            verl's engine reports as ``lr``).
+        """
+        with self._profiled("step"):
+            return self._step(learning_rate, lr_scheduler_step, total_training_steps)
+
+    def _step(self, learning_rate, lr_scheduler_step, total_training_steps) -> dict:
+        if total_training_steps is not None:
+            self._set_horizon(total_training_steps)
+        if self.scheduler is None:
+            raise RequestError(
+                f"the {self.training.lr_scheduler_type} LR schedule (warmup ratio {self.training.warmup_steps_ratio}) "
+                "needs its horizon: send total_training_steps in /step or extensions.lr_schedule",
+                422,
+            )
         max_norm = self.training.grad_clip if self.training.grad_clip and self.training.grad_clip > 0 else math.inf
         grads_present = any(p.grad is not None for p in self.params)
         if grads_present:  # parameters without a gradient are skipped by AdamW, as in torch and verl
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm=max_norm)
         else:
             grad_norm = torch.zeros(())
+        scheduled = [g["lr"] for g in self.optimizer.param_groups]
         if learning_rate is not None:
             for g in self.optimizer.param_groups:
                 g["lr"] = float(learning_rate)
@@ -181,13 +281,71 @@ class TrainingEngine(_ModelEngine):
         elif not finite:
             logger.warning("grad_norm is not finite (%s); skipping the optimizer step", grad_norm.item())
         self.optimizer.zero_grad(set_to_none=True)
-        self.scheduler.step()
+        for g, lr in zip(self.optimizer.param_groups, scheduled, strict=True):
+            g["lr"] = lr
+        if lr_scheduler_step is None or lr_scheduler_step:
+            self.scheduler.step()
         self.global_steps += 1
         return {
-            "metrics": {"grad_norm": float(grad_norm), "last_lr": float(used_lr)},
+            "metrics": {
+                "grad_norm": float(grad_norm),
+                "last_lr": float(used_lr),
+                "lr": float(self.scheduler.get_last_lr()[0]),
+            },
             "global_steps": self.global_steps,
+            "lr_scheduler_steps": int(self.scheduler.last_epoch),
             "skipped": not (grads_present and finite),
         }
+
+    # ---- profiling ----
+    def profile(self, action: str, path: Path, tag: str | None = None) -> dict:
+        """``start``: every following engine call (forward-backward, step, forward) runs under a torch profiler (CPU,
+        and CUDA on a GPU) until ``stop``, which writes their events as one chrome trace ``<path>/<tag>.json``.
+
+        One profiler per call, opened and closed in the call's own thread: the server runs calls on a thread pool,
+        and torch's profiler must start and stop in the same thread. The traces share one clock, so they merge.
+        """
+        if action == "start":
+            if self.profiler is not None:
+                raise RequestError("the profiler is already running; stop it first", 409)
+            self.profiler = {"events": [], "base": None}
+            return {"profiling": True}
+        if action == "stop":
+            prof, self.profiler = self.profiler, None
+            if prof is None:
+                raise RequestError("the profiler is not running; start it first", 409)
+            path.mkdir(parents=True, exist_ok=True)
+            out = path / f"{tag or f'training_step_{self.global_steps}'}.json"
+            trace = {"traceEvents": prof["events"], "displayTimeUnit": "ms"}
+            if prof["base"] is not None:
+                trace["baseTimeNanoseconds"] = prof["base"]
+            out.write_text(json.dumps(trace))
+            return {"profiling": False, "trace": str(out), "events": len(prof["events"])}
+        raise RequestError(f"profile action {action!r} is not 'start' or 'stop'", 422)
+
+    @contextlib.contextmanager
+    def _profiled(self, name: str):
+        prof = self.profiler
+        if prof is None:
+            yield
+            return
+        import tempfile
+
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if self.device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.profiler.profile(activities=activities) as p, torch.profiler.record_function(f"arctic::{name}"):
+            yield
+        with tempfile.TemporaryDirectory() as tmp:
+            p.export_chrome_trace(f"{tmp}/trace.json")
+            trace = json.loads(Path(f"{tmp}/trace.json").read_text())
+        prof["events"].extend(trace.get("traceEvents", []))
+        if prof["base"] is None:
+            prof["base"] = trace.get("baseTimeNanoseconds")
+
+    def forward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
+        with self._profiled("forward"):
+            return super().forward(batch, meta, processing)
 
     # ---- checkpoints ----
     def save(self, root: Path, step: int | None, save_total_limit: int | None, export_hf: bool = False) -> dict:
@@ -228,21 +386,26 @@ class TrainingEngine(_ModelEngine):
                 "policy_version": self.policy_version,
                 "param_names": self.param_names,
                 "param_groups": sd["param_groups"],
-                "scheduler": {k: v for k, v in self.scheduler.state_dict().items() if k != "lr_lambdas"},
+                "scheduler": None
+                if self.scheduler is None
+                else {k: v for k, v in self.scheduler.state_dict().items() if k != "lr_lambdas"},
                 "training": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self.training).items()},
             }
             (tmp / "trainer_state.json").write_text(json.dumps(state, indent=1, sort_keys=True))
+            if self.is_lora:  # the adapter alone, in peft's format (adapter_config.json + adapter_model.safetensors)
+                self.model.save_pretrained(tmp / "lora_adapter")
             hf_path = None
             if export_hf:
-                self.model.save_pretrained(tmp / "hf")
+                self.export_hf(tmp / "hf")
                 hf_path = str(target / "hf")
             if step is not None:
                 if target.exists():
                     shutil.rmtree(target)
                 os.replace(tmp, target)
             else:  # into root itself, file by file (root also holds checkpoint-* children)
-                if (root / "hf").exists() and (tmp / "hf").exists():
-                    shutil.rmtree(root / "hf")
+                for sub in ("hf", "lora_adapter"):
+                    if (root / sub).exists() and (tmp / sub).exists():
+                        shutil.rmtree(root / sub)
                 for f in sorted(tmp.iterdir(), key=lambda x: x.name == "trainer_state.json"):
                     os.replace(f, root / f.name)  # trainer_state.json last: it marks the checkpoint complete
                 tmp.rmdir()
@@ -258,6 +421,22 @@ class TrainingEngine(_ModelEngine):
         if save_total_limit is not None and save_total_limit > 0:
             self._prune(root.resolve(), target.resolve(), save_total_limit)
         return {"path": str(target), "hf_path": hf_path, "global_step": self.global_steps}
+
+    def export_hf(self, out: Path) -> None:
+        """A Hugging Face model folder (``save_pretrained``: config, generation config, safetensors, tokenizer) of
+        the current weights, LoRA merged in (verl's ``save_contents: [hf_model]``)."""
+        if self.is_lora:
+            base = self.model.get_base_model()
+            state = {n: t.detach().to("cpu").contiguous() for n, t in MergedWeights(self.model).named_parameters()}
+            base.save_pretrained(out, state_dict=state)
+        else:
+            self.model.save_pretrained(out)
+        try:
+            from transformers import AutoTokenizer
+
+            AutoTokenizer.from_pretrained(self.settings.model_path).save_pretrained(out)
+        except (OSError, ValueError) as e:  # a model folder without a tokenizer: the weights are still exported
+            logger.warning("HF export to %s: no tokenizer saved (%s)", out, e)
 
     def _prune(self, root: Path, target: Path, keep: int) -> None:
         here = {
@@ -305,10 +484,19 @@ class TrainingEngine(_ModelEngine):
         for key, v in opt.items():
             pname, _, k = key.rpartition("::")
             per_param.setdefault(index[pname], {})[k] = v.to(self.device) if k != "step" else v
+        # the schedule's horizon as the checkpoint had it (a checkpoint saved before a late horizon arrived has none:
+        # the next /step brings it again); the scheduler is built before the optimizer state is loaded, because
+        # building one sets the rate of every parameter group
+        self.training.total_steps = (state.get("training") or {}).get("total_steps") or self._creation_horizon
+        if state.get("scheduler") is not None or not self.training.needs_horizon() or self.training.total_steps:
+            self.scheduler = build_scheduler(self.optimizer, self.training)
+        else:
+            self.scheduler = None
         self.optimizer.load_state_dict({"state": per_param, "param_groups": state["param_groups"]})
-        sched = self.scheduler.state_dict()
-        sched.update(state["scheduler"])
-        self.scheduler.load_state_dict(sched)
+        if state.get("scheduler") is not None:
+            sched = self.scheduler.state_dict()
+            sched.update(state["scheduler"])
+            self.scheduler.load_state_dict(sched)
         if rng is not None:
             torch.set_rng_state(rng)
         self.global_steps = int(state["global_steps"])

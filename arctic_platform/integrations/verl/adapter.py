@@ -220,6 +220,49 @@ def _engine_args(engine: str) -> list[str]:
     return [] if engine == "auto" else ["--sampling-engine", engine]
 
 
+def lora_settings(model: DictConfig) -> Optional[dict[str, Any]]:
+    """``extensions.lora`` from verl's FSDP LoRA keys (``model.lora_rank``, ``lora_alpha``, ``target_modules``, ...).
+
+    None without LoRA. What the backend cannot honour (Megatron's ``model.lora.rank``, a saved adapter to start
+    from, LoRA on a backend without it) is refused by :mod:`.settings` before any job exists.
+    """
+    rank = int(model.get("lora_rank", 0) or 0)
+    if rank == 0:
+        return None
+
+    def plain(v):
+        return OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+
+    return {
+        "rank": rank,
+        "alpha": plain(model.get("lora_alpha", 16)),
+        "target_modules": plain(model.get("target_modules", "all-linear")),
+        "exclude_modules": plain(model.get("exclude_modules", None)),
+        "target_parameters": plain(model.get("target_parameters", None)),
+    }
+
+
+def verl_lr_schedule(main_config: DictConfig) -> dict[str, Any]:
+    """``extensions.lr_schedule``: verl's own schedule keys, counted in training steps (one tick per update_actor).
+
+    ``total_training_steps`` is ``trainer.total_training_steps`` when given; otherwise verl derives it from the
+    dataloader after the backend exists, and the forwarder sends it with its first ``/step``.
+    """
+    optim = main_config.actor_rollout_ref.actor.optim
+    warmup = optim.get("lr_warmup_steps", -1)
+    return {
+        "lr_scheduler_type": optim.get("warmup_style", None)
+        or optim.get("lr_scheduler_type", "constant")
+        or "constant",
+        "lr_warmup_steps": int(warmup) if warmup is not None else -1,
+        "lr_warmup_steps_ratio": float(optim.get("lr_warmup_steps_ratio", 0.0) or 0.0),
+        "total_training_steps": main_config.trainer.get("total_training_steps") or None,
+        "min_lr_ratio": float(optim.get("min_lr_ratio", 0.0) or 0.0),
+        "num_cycles": float(optim.get("num_cycles", 0.5)),
+        "zero_indexed_step": bool(optim.get("zero_indexed_step", True)),
+    }
+
+
 def build_client_config(main_config: DictConfig, opts: DictConfig):
     """The :class:`arctic_platform.client.ArcticRLClientConfig` for this verl config."""
     from arctic_platform.client import ArcticRLClientConfig, CortexConfig, LocalConfig, OnPremConfig
@@ -298,6 +341,8 @@ def build_client_config(main_config: DictConfig, opts: DictConfig):
         log_prob={
             "micro_batch_size": _per_gpu(arr.ref, "log_prob_micro_batch_size", int(opts.log_prob_gpus)),
             "zero_stage": opts.log_prob.get("zero_stage", None),
+            "lr_schedule": verl_lr_schedule(main_config),
+            "lora": lora_settings(arr.model),
         },
         sampling={
             "vllm_config": vllm_config,
@@ -334,8 +379,8 @@ class ArcticRemoteBackend(RemoteBackend):
         try:
             # what the backend honours is known once it answers /health: refuse before creating any job
             client.connect()
-            refuse(settings_refusals(main_config, opts, client.profile), client.profile)
-            for note in settings_notes(main_config, opts, client.profile):
+            refuse(settings_refusals(main_config, opts, client.backend_profile), client.backend_profile)
+            for note in settings_notes(main_config, opts, client.backend_profile):
                 logger.warning(f"arctic backend: {note}")
             client.start()
             handle = dict(client.reconnect_handle())
@@ -348,7 +393,7 @@ class ArcticRemoteBackend(RemoteBackend):
         handle["num_gpus"] = gpus if on_gpu else 0
         handle["training_gpus"] = client_config.training_gpus if on_gpu else 0
         handle["device_name"] = training.get("device_name", "")
-        handle["profile"] = client.profile.model_dump(mode="json")
+        handle["profile"] = client.backend_profile.model_dump(mode="json")
         logger.info(f"arctic backend ready: {client!r}")
         return cls(main_config, handle, owner_client=client)
 

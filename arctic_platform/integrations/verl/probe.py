@@ -188,16 +188,17 @@ def _probe(overrides: list[str], lines: _Lines, refusals: list[str], out: Callab
             "GET /health",
             lambda: (client.connect(), client.health())[1],
             lambda h: (
-                f"status={h.get('status')!r} capabilities={h.get('capabilities', [])} -> profile: {client.profile.name}"
+                f"status={h.get('status')!r} capabilities={h.get('capabilities', [])} -> profile: "
+                f"{client.backend_profile.name}"
             ),
         )
         if health is None:
             return
-        refusals.extend(settings_refusals(cfg, opts, client.profile))
+        refusals.extend(settings_refusals(cfg, opts, client.backend_profile))
         for r in refusals:
             out(f"REFUSED {r}")
-        out(f"capability check: {len(refusals)} refusal(s) by {client.profile.name}")
-        for note in settings_notes(cfg, opts, client.profile):
+        out(f"capability check: {len(refusals)} refusal(s) by {client.backend_profile.name}")
+        for note in settings_notes(cfg, opts, client.backend_profile):
             out(f"NOTE {note}")
         bodies = {jt: client.job_body(jt) for jt in ("sampling", "log_prob", "training") if client.config.job_gpus(jt)}
         for jt, body in bodies.items():
@@ -224,7 +225,7 @@ def _data_plane(cfg, client, lines: _Lines) -> None:
     from .v1.worker import ArcticV1ActorRolloutRefWorker
 
     handle = dict(client.reconnect_handle())
-    handle["profile"] = client.profile.model_dump(mode="json")
+    handle["profile"] = client.backend_profile.model_dump(mode="json")
     worker = lines.call(
         "the plugin's forwarder (re-attached)",
         lambda: _worker(ArcticV1ActorRolloutRefWorker, cfg, handle),

@@ -194,13 +194,30 @@ def _dynamic_bsz(ctx):
     return None
 
 
-def _lora(path: str) -> Check:
-    def check(ctx):
-        if int(ctx.get(path, 0) or 0) > 0 and not ctx.profile.lora:
-            return f"{path}={ctx.get(path)}: {ctx.name} has no LoRA (it would train the full model); set it to 0"
-        return None
+def _lora(ctx):
+    rank = int(ctx.get(f"{ARR}.model.lora_rank", 0) or 0)
+    if rank > 0 and (not ctx.profile.lora or ctx.backend_type == "cortex"):
+        name = "the cortex backend" if ctx.backend_type == "cortex" else ctx.name
+        return f"{ARR}.model.lora_rank={rank}: {name} has no LoRA (it would train the full model); set it to 0"
+    return None
 
-    return check
+
+def _megatron_lora(ctx):
+    if int(ctx.get(f"{ARR}.model.lora.rank", 0) or 0) > 0 and int(ctx.get(f"{ARR}.model.lora_rank", 0) or 0) == 0:
+        return (
+            f"{ARR}.model.lora.rank is verl's Megatron LoRA block, which the arctic backends do not read; set "
+            f"{ARR}.model.lora_rank (and lora_alpha, target_modules) instead"
+        )
+    return None
+
+
+def _profile_steps(ctx):
+    if ctx.get("trainer.profile_steps") and not ctx.profile.profiler:
+        return (
+            f"trainer.profile_steps: {ctx.name} has no profiler endpoint, so the profiled steps are not profiled on "
+            "the backend (verl's own side still is)"
+        )
+    return None
 
 
 def _liger(ctx):
@@ -333,8 +350,8 @@ def _zero_stage(ctx):
 
 
 def _lr_per_step(ctx):
-    """verl ticks the LR once per training step; a backend without /step learning_rate ticks once per /step."""
-    if ctx.profile.step_learning_rate:
+    """verl ticks the LR once per training step; a backend without verl's schedule ticks once per /step."""
+    if ctx.profile.lr_schedule:
         return None
     optim = f"{ARR}.actor.optim"
     kind = ctx.get(f"{optim}.lr_scheduler_type", "constant") or "constant"
@@ -356,11 +373,12 @@ def _lr_per_step(ctx):
 
 
 def _total_steps(ctx):
+    """A cosine horizon verl derives from the dataloader reaches only a backend with verl's schedule (first /step)."""
     kind = ctx.get(f"{ARR}.actor.optim.lr_scheduler_type", "constant") or "constant"
-    if kind == "cosine" and not ctx.get("trainer.total_training_steps"):
+    if kind == "cosine" and not ctx.get("trainer.total_training_steps") and not ctx.profile.lr_schedule:
         return (
-            f"{ARR}.actor.optim.lr_scheduler_type=cosine with the arctic backend needs trainer.total_training_steps: "
-            "the backend's scheduler is created before verl counts the dataloader"
+            f"{ARR}.actor.optim.lr_scheduler_type=cosine on {ctx.name} needs trainer.total_training_steps: its "
+            "scheduler is created with the job, before verl counts the dataloader"
         )
     return None
 
@@ -389,7 +407,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(f"{A}.clip_ratio_high", BACKEND, "ε_high", _clip_ratios),
     Setting(f"{A}.clip_ratio_c", BACKEND, "dual-clip c", _clip_ratios),
     Setting(f"{A}.loss_agg_mode", BACKEND, "aggregation per sequence with the global denominators", _agg_mode),
-    Setting(f"{A}.loss_scale_factor", BACKEND, "K of seq-mean-token-sum-norm (sent as is; null = verl's rule)"),
+    Setting(
+        f"{A}.loss_scale_factor",
+        BACKEND,
+        "K of seq-mean-token-sum-norm (sent as is; null = verl's per-micro-batch rule)",
+    ),
     Setting(f"{A}.entropy_coeff", BACKEND, "entropy bonus; entropy is computed whenever it is non-zero (verl's rule)"),
     Setting(f"{A}.calculate_entropy", BACKEND, "meta.calculate_entropy of the update"),
     Setting(f"{A}.use_kl_loss", BACKEND, "KL term against the reference job's log-probs", _use_kl),
@@ -510,7 +532,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(f"{M}.tiled_mlp.*", PLACEMENT, _PLACE),
     Setting(f"{M}.use_liger", BACKEND, "ds_worker_config.use_liger", _liger),
     Setting(f"{M}.override_config.*", BACKEND, "attn_implementation -> ds_worker_config", _override_config),
-    Setting(f"{M}.lora_rank", BACKEND, "LoRA (extensions.lora)", _lora(f"{M}.lora_rank")),
+    Setting(f"{M}.lora_rank", BACKEND, "LoRA through peft (extensions.lora): the adapter trains, syncs merge", _lora),
     Setting(f"{M}.lora_alpha", BACKEND, "LoRA alpha"),
     Setting(f"{M}.target_modules", BACKEND, "LoRA target modules"),
     Setting(f"{M}.exclude_modules", BACKEND, "LoRA excluded modules"),
@@ -522,7 +544,7 @@ SETTINGS: tuple[Setting, ...] = (
             f"{M}.lora_adapter_path", None, "the arctic backend starts LoRA from scratch", "unset it"
         ),
     ),  # fmt: skip
-    Setting(f"{M}.lora.rank", BACKEND, "Megatron-style LoRA block", _lora(f"{M}.lora.rank")),
+    Setting(f"{M}.lora.rank", REFUSED, "Megatron-style LoRA block", _megatron_lora),
     Setting(f"{M}.lora.*", BACKEND, "Megatron-style LoRA block (used only with lora.rank > 0)"),
     Setting(
         f"{M}.mtp.*",
@@ -635,6 +657,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("algorithm.rollout_correction.*", BACKEND, "rollout IS weights in batch.rollout_is_weights", _rollout_is),
     Setting("remote_backend.arctic.train.deepspeed.*", BACKEND, "ds_config (ZeRO stage)", _zero_stage),
     Setting("trainer.default_hdfs_dir", REFUSED, "HDFS checkpoint copies", _hdfs),
+    Setting(
+        "trainer.profile_steps",
+        VERL,
+        "the forwarder's start/stop_profile drive the backend's profiler",
+        note=_profile_steps,
+    ),  # fmt: skip
 )
 
 
@@ -720,6 +748,7 @@ EXAMPLES: dict[str, Any] = {
     f"{M}.lora_rank": 8,
     f"{M}.lora_adapter_path": "/some/adapter",
     f"{M}.lora.rank": 8,
+    "trainer.profile_steps": [2],
     f"{M}.mtp.*": {"enable": True},
     f"{R}.name": "vllm",
     f"{R}.calculate_log_probs": True,

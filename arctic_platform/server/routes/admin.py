@@ -59,7 +59,7 @@ def register(app: FastAPI, ctx: AppContext, ops: InferenceOps) -> None:
             waited.append(time.perf_counter() - requested)  # drain: the generate batch in flight finished first
             version = None
             for t in targets:
-                t.engine.load_weights_from(train.engine.model)
+                t.engine.load_weights_from(train.engine.weights_for_sync())
                 if isinstance(t.engine, SamplingEngine):
                     t.engine.policy_version = (
                         req.policy_version if req.policy_version is not None else t.engine.policy_version + 1
@@ -103,7 +103,7 @@ def register(app: FastAPI, ctx: AppContext, ops: InferenceOps) -> None:
         samp = registry.require(req.sampling_job_id, "sampling", "log_prob")
 
         def do():
-            tn, tc = weight_norm(train.engine.model)
+            tn, tc = weight_norm(train.engine.weights_for_sync())
             sn, sc = engine_weight_norm(samp.engine)
             return {
                 "training_norm": tn,

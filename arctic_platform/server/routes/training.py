@@ -13,7 +13,8 @@
 # limitations under the License.
 # SPDX-License-Identifier: Apache-2.0
 """Training routes (job ``training``; /forward also ``log_prob``): /forward-backward, /forward, /step, /save,
-/load-checkpoint, /sleep-training, /wake-training, /sleep-log-prob, /wake-log-prob, /empty-training-cache.
+/load-checkpoint, /sleep-training, /wake-training, /sleep-log-prob, /wake-log-prob, /empty-training-cache, and the
+extension /profile (torch profiler of the training engine).
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 
-from ...protocol import SLEEP_TRAINING_MODES, LoadCheckpointRequest, SaveRequest, SleepTrainingRequest, StepRequest
+from ...protocol import (
+    SLEEP_TRAINING_MODES,
+    LoadCheckpointRequest,
+    ProfileRequest,
+    SaveRequest,
+    SleepTrainingRequest,
+    StepRequest,
+)
 from ..errors import RequestError
 from ..jobs import Job
 from ._common import AppContext, _frame, _json_body, _locked, _model, _thread, events, frame_body_reader
@@ -60,10 +68,27 @@ def register(app: FastAPI, ctx: AppContext) -> None:
     async def step(request: Request, job_id: int | None = None):
         job = registry.require(job_id, "training")
         req = _model(StepRequest, await _json_body(request))
-        out = await _thread(
-            _locked, job, lambda: job.engine.require_awake() or job.engine.step(req.learning_rate), timeout
-        )
+
+        def call():
+            job.engine.require_awake()
+            return job.engine.step(
+                req.learning_rate,
+                lr_scheduler_step=req.lr_scheduler_step,
+                total_training_steps=req.total_training_steps,
+            )
+
+        out = await _thread(_locked, job, call, timeout)
         return {"job_id": job.job_id, "batch": {}, **out}
+
+    @app.post("/profile")
+    async def profile(request: Request, job_id: int | None = None):
+        """Extension: start / stop the training engine's torch profiler (``{"action": "start"|"stop", ...}``)."""
+        job = registry.require(job_id, "training")
+        req = _model(ProfileRequest, await _json_body(request))
+        path = Path(req.path).expanduser() if req.path else job.checkpoint_root / "profile"
+        out = await _thread(_locked, job, lambda: job.engine.profile(req.action, path, req.tag), timeout)
+        events.info("profile: training job %s %s %s", job.job_id, req.action, out.get("trace", ""))
+        return {"job_id": job.job_id, **out}
 
     @app.post("/save")
     async def save(request: Request, job_id: int | None = None):

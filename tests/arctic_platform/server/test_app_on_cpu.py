@@ -115,7 +115,7 @@ def test_forward_backward_step_and_weight_sync(http, jobs, train_batch):
     }
     assert out["avg_loss"] == out["metrics"]["loss"]
     st = http.post("/step", params={"job_id": jobs["training"]}, json={}).json()
-    assert set(st["metrics"]) == {"grad_norm", "last_lr"} and st["metrics"]["last_lr"] == 0.01
+    assert set(st["metrics"]) == {"grad_norm", "last_lr", "lr"} and st["metrics"]["last_lr"] == 0.01
     assert isinstance(st["metrics"]["grad_norm"], float) and st["global_steps"] >= 1
     norms = http.post("/weight-norm", json={"training_job_id": jobs["training"], "sampling_job_id": jobs["sampling"]})
     assert norms.json()["training_norm"] != norms.json()["sampling_norm"]  # trained, not yet synced
@@ -368,8 +368,10 @@ def test_schema_and_loss_config_errors(http, jobs, train_batch):
     )
     bad = dict(b, attention_mask=b["attention_mask"][:1])
     _refused(http, _post_frame(http, "/forward", tid, {"batch": bad, "meta": {}}), 422, "batch.attention_mask")
-    meta = dict(META, actor_config={"policy_loss": {"loss_mode": "gpg"}})
-    _refused(http, _post_frame(http, "/forward-backward", tid, {"batch": b, "meta": meta}), 422, "loss_mode 'gpg'")
+    meta = dict(META, actor_config={"policy_loss": {"loss_mode": "grpo++"}})  # not in verl's registry
+    _refused(http, _post_frame(http, "/forward-backward", tid, {"batch": b, "meta": meta}), 422, "loss_mode 'grpo++'")
+    meta = dict(META, actor_config={"policy_loss": {"loss_mode": "dro"}})  # verl's own check, before any update
+    _refused(http, _post_frame(http, "/forward-backward", tid, {"batch": b, "meta": meta}), 422, "dro_beta")
     meta = dict(META, actor_config={"loss_agg_mode": "mean"})
     _refused(http, _post_frame(http, "/forward-backward", tid, {"batch": b, "meta": meta}), 422, "loss_agg_mode 'mean'")
     meta = dict(META, actor_config={"use_kl_loss": True, "kl_loss_type": "full"})

@@ -137,10 +137,10 @@ def test_forward_backward_matches_verl_loss_and_gradients(tiny_model_dir, traine
     torch.testing.assert_close(torch.tensor(m["loss"]), total.detach(), **tol)
     torch.testing.assert_close(torch.tensor(m["actor/pg_loss"]), pg.detach(), **tol)
     torch.testing.assert_close(torch.tensor(m["actor/entropy_loss"]), ent_loss.detach(), **tol)
-    torch.testing.assert_close(torch.tensor(m["actor/kl_loss"]), kl_loss.detach(), **tol)
+    torch.testing.assert_close(torch.tensor(m["kl_loss"]), kl_loss.detach(), **tol)
     for k in ("actor/pg_clipfrac", "actor/ppo_kl", "actor/pg_clipfrac_lower"):
         torch.testing.assert_close(torch.tensor(m[k]), torch.tensor(pgm[k]), **tol)
-    assert m["actor/kl_coef"] == 0.05 and out["avg_loss"] == m["loss"]
+    assert m["kl_coef"] == 0.05 and out["avg_loss"] == m["loss"]
     ours = dict(trainer.model.named_parameters())
     for name, p in model.named_parameters():
         # gradients through 2 layers in float32 from ulp-different log-probs: the rounding noise of an entry scales
@@ -158,11 +158,24 @@ def test_micro_batches_do_not_change_loss_or_gradient(tiny_model_dir):
     a = E.TrainingEngine(_settings(tiny_model_dir), E.TrainingSettings())
     whole = a.forward_backward(b, meta)["metrics"]
     c = E.TrainingEngine(_settings(tiny_model_dir), E.TrainingSettings(micro_batch_size=3))
-    split = c.forward_backward(b, meta)["metrics"]
-    for k in whole:  # partial sums added in float64, then one rounding: a few float32 ulps
+    out = c.forward_backward(b, meta)
+    split = out["metrics"]
+    assert out["micro_batches"] == 2
+    for k in ("loss", "actor/pg_loss"):  # globally normalised parts, summed: a few float32 ulps apart
         assert split[k] == pytest.approx(whole[k], rel=1e-6, abs=1e-7), k
     for (n, p), (_, q) in zip(a.model.named_parameters(), c.model.named_parameters(), strict=True):
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-5, atol=1e-8, msg=n)
+    # verl's meaning of the MEAN metrics: the mean over micro-batches of each micro-batch's own token mean
+    denominators = {"batch_num_tokens": int(batch["response_mask"].sum()), "global_batch_size": 4}
+    parts = [
+        E.TrainingEngine(_settings(tiny_model_dir), E.TrainingSettings()).forward_backward(
+            {k: v[sl] for k, v in b.items()}, {**meta, **denominators}
+        )["metrics"]
+        for sl in (slice(0, 3), slice(3, 4))
+    ]
+    for k in ("actor/pg_clipfrac", "actor/ppo_kl"):
+        assert split[k] == pytest.approx((parts[0][k] + parts[1][k]) / 2, rel=1e-6), k
+    assert split["loss"] == pytest.approx(parts[0]["loss"] + parts[1]["loss"], rel=1e-6)
 
 
 def _train_batch():

@@ -255,7 +255,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             dense = self._densify(data, rows, {})
             reply = await (await self.backend.client()).forward(
                 self._wire_batch(dense, {}),
-                self._meta(temperature, want_entropy, max_token_len),
+                {**self._meta(temperature, want_entropy, max_token_len), **self._forward_micro_batching(ref)},
                 dict(FORWARD_PROCESSING),  # with apply_temperature, as verl recomputes old log-probs (protocol §6.2)
                 ref=ref,
             )
@@ -303,11 +303,23 @@ class ArcticV1ActorRolloutRefWorker(Worker):
     # ------------------------------------------------------------------ update
 
     def _actor_config(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """``meta.actor_config``: the whole actor block, JSON-safe (the reference adapter sends ``vars(ActorConfig)``);
-        ``meta.policy_loss_config``: its ``policy_loss`` block, which carries ``loss_mode``."""
-        actor = json_safe(OmegaConf.to_container(self.config.actor, resolve=True))
+        """``meta.actor_config``: the whole actor block, JSON-safe (the reference adapter sends ``vars(ActorConfig)``;
+        the embedded server builds verl's ActorConfig from it: loss keys, micro-batching; ``loss_scale_factor: null``
+        stays null, the server applies verl's per-micro-batch rule); ``meta.policy_loss_config``: its ``policy_loss``
+        block, which carries ``loss_mode``."""
+        actor = json_safe(OmegaConf.to_container(self.config.actor, resolve=True, throw_on_missing=False))
+        if actor.get("rollout_n") in (None, "???"):
+            actor["rollout_n"] = self.rollout_n
         policy_loss = actor.get("policy_loss") or {"loss_mode": "vanilla"}
         return actor, dict(policy_loss)
+
+    def _forward_micro_batching(self, ref: bool) -> dict[str, Any]:
+        """verl's log-prob micro-batching for ``/forward`` (``rollout.log_prob_*`` / ``ref.log_prob_*``)."""
+        block = self.config.ref if ref and "ref" in self.config else self.config.rollout
+        if block.get("log_prob_use_dynamic_bsz", False):
+            return {"use_dynamic_bsz": True, "max_token_len_per_gpu": int(block.log_prob_max_token_len_per_gpu)}
+        mbs = block.get("log_prob_micro_batch_size_per_gpu", None)
+        return {"micro_batch_size": int(mbs)} if mbs else {}
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
     async def update_actor(self, data: TensorDict) -> TensorDict:
@@ -350,10 +362,18 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         iterator = tu.make_iterator(
             data, mini_batch_size=mini_batch_size, epochs=epochs, seed=seed, dataloader_kwargs=dataloader_kwargs
         )
-        for mini_batch in iterator:
+        # verl ticks the LR schedule once per training step, after the last mini-batch's optimizer step; the horizon
+        # is the one verl injected into actor.optim after building its dataloader
+        last = len(data) // mini_batch_size * epochs - 1
+        horizon = int(self.config.actor.optim.get("total_training_steps", -1) or -1)
+        step_kw = {"total_training_steps": horizon} if horizon > 0 else {}
+        for index, mini_batch in enumerate(iterator):
             padding = synthetic_padding_rows(mini_batch, self.eos_token_id)
             rows = torch.nonzero(~padding).flatten()
             if len(rows) == 0:
+                if index == last:  # no optimizer update (no gradients), but the training step's schedule tick
+                    step = await client.step(lr_scheduler_step=True, **step_kw)
+                    metrics["lr"] = [float(step.get("metrics", step).get("lr", 0.0))]
                 continue  # only synthetic padding rows: nothing to learn from, no optimizer step
             dense = self._densify(mini_batch, rows, fields)
             meta = self._meta(temperature, calculate_entropy, max_token_len)
@@ -365,14 +385,16 @@ class ArcticV1ActorRolloutRefWorker(Worker):
                 rollout_is_weights=None,  # Arctic-Platform reads IS weights from meta; they travel in batch
             )
             reply = await client.forward_backward(self._wire_batch(dense, fields), meta, dict(UPDATE_PROCESSING))
-            step = await client.step()
+            step = await client.step(lr_scheduler_step=index == last, **step_kw)
             for key, value in reply.get("metrics", {}).items():
                 metrics.setdefault(key.removeprefix("actor/"), []).append(float(value))
-            metrics.setdefault("loss", []).append(float(reply.get("avg_loss", 0.0)))
+            if "loss" not in reply.get("metrics", {}):  # the embedded server reports it among the metrics
+                metrics.setdefault("loss", []).append(float(reply.get("avg_loss", 0.0)))
             step_metrics = step.get("metrics", step)  # tolerate both {metrics:{...}} and flat (Cortex) step replies
             if step_metrics.get("grad_norm") is not None:  # DeepSpeed may report none for a step
                 metrics.setdefault("grad_norm", []).append(float(step_metrics["grad_norm"]))
-            metrics["lr"] = [float(step_metrics.get("last_lr", step_metrics.get("lr", 0.0)))]
+            if index == last:  # verl reports the scheduled rate after the step's tick, once per training step
+                metrics["lr"] = [float(step_metrics.get("lr", step_metrics.get("last_lr", 0.0)))]
             tokens.extend(_nested_lengths(mini_batch["input_ids"])[rows].tolist())
         metrics["mfu"] = [self._mfu(tokens, time.perf_counter() - t0)]
         compute_s = await self._backend_compute_s(client)
@@ -455,6 +477,36 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         reply = await (await self.backend.client()).load_checkpoint(path=local_path)
         logger.info(f"arctic forwarder: resumed training job from {reply.get('path')} step {reply.get('global_step')}")
         return reply
+
+    # ------------------------------------------------------------------ profiling (trainer.profile_steps)
+
+    def _profile_dir(self) -> str:
+        save_path = (self.main_config.get("global_profiler", None) or {}).get("save_path", None) or "outputs/profile"
+        return os.path.abspath(save_path)
+
+    async def _profiler_available(self) -> bool:
+        if getattr(self, "_profile_ok", None) is None:
+            health = await (await self.backend.client()).health()
+            self._profile_ok = "profile" in (health.get("capabilities") or [])
+            if not self._profile_ok:
+                logger.warning("arctic forwarder: the backend has no profiler (capability 'profile'); not profiling")
+        return self._profile_ok
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    async def start_profile(self, **kwargs):
+        """verl's ``start_profile(role=, profile_step=)``: the backend's training-engine profiler starts."""
+        self._profile_step = kwargs.get("profile_step", None)
+        if await self._profiler_available():
+            await (await self.backend.client()).profile("start")
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    async def stop_profile(self, run_command: bool = True):
+        """The backend writes its trace to ``global_profiler.save_path/arctic_training_step_<n>.json``."""
+        if await self._profiler_available():
+            step = getattr(self, "_profile_step", None)
+            tag = f"arctic_training_step_{step}" if step is not None else None
+            reply = await (await self.backend.client()).profile("stop", path=self._profile_dir(), tag=tag)
+            logger.info(f"arctic forwarder: backend profile written to {reply.get('trace')}")
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     async def destroy(self):

@@ -52,12 +52,26 @@ from verl.trainer.ppo.v1 import PPOTrainerRemoteBackend
         pytest.param(["actor_rollout_ref.rollout.name=vllm"], "actor_rollout_ref.rollout.name=arctic", id="rollout"),
         pytest.param(["algorithm.adv_estimator=gae"], "algorithm.adv_estimator=gae", id="gae"),
         pytest.param(
-            ["actor_rollout_ref.actor.policy_loss.loss_mode=gspo"], "policy_loss.loss_mode='gspo'", id="loss-mode"
+            ["actor_rollout_ref.actor.policy_loss.loss_mode=nope"], "policy_loss.loss_mode='nope'", id="loss-mode"
         ),
-        pytest.param(
-            ["actor_rollout_ref.actor.optim.lr_scheduler_type=cosine"],
+        pytest.param(  # the embedded server (local) learns the horizon from /step; another server cannot
+            [
+                "remote_backend.arctic.backend.type=onprem",
+                "remote_backend.arctic.backend.url=http://127.0.0.1:9",
+                "actor_rollout_ref.actor.optim.lr_scheduler_type=cosine",
+            ],
             "needs trainer.total_training_steps",
             id="cosine",
+        ),
+        pytest.param(
+            ["actor_rollout_ref.model.lora_rank=0", "actor_rollout_ref.model.lora.rank=8"],
+            "lora_rank",
+            id="megatron-lora",
+        ),
+        pytest.param(
+            ["actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.lora_adapter_path=/x"],
+            "lora_adapter_path",
+            id="lora-adapter-path",
         ),
     ],
 )
@@ -112,7 +126,19 @@ def test_client_config_mapping(compose_arctic, tiny_model, tmp_path):
     assert c.training.optimizer.lr == 0.003 and c.training.optimizer.weight_decay == 0.1
     assert c.training.grad_clip == 0.5
     assert c.training.lr_scheduler_type == "cosine"
-    assert (c.training.warmup_steps, c.training.total_steps) == (2 * 4, 10 * 4)
+    assert (c.training.warmup_steps, c.training.total_steps) == (2 * 4, 10 * 4)  # ds_config: per optimizer step
+    # the embedded server's schedule: verl's keys and units (training steps; one tick per update_actor)
+    assert c.training.lr_schedule == {
+        "lr_scheduler_type": "cosine",
+        "lr_warmup_steps": 2,
+        "lr_warmup_steps_ratio": 0.0,
+        "total_training_steps": 10,
+        "min_lr_ratio": 0.0,
+        "num_cycles": 0.5,
+        "zero_indexed_step": True,
+    }
+    assert c.job_config("training")["extensions"]["lr_schedule"] == c.training.lr_schedule
+    assert c.training.lora is None
     assert c.training.checkpoint_path == f"{tmp_path}/ckpt"
     assert c.backend.type == "local"
     assert c.sampling.arctic_inference_config is None
@@ -155,3 +181,28 @@ def test_options_default_without_the_group(compose_arctic):
     with open_dict(cfg):
         del cfg["remote_backend"]
     assert arctic_options(cfg).backend.type == "local"
+
+
+def test_lora_and_late_horizon_mapping(compose_arctic, tiny_model):
+    cfg = compose_arctic(
+        [
+            f"actor_rollout_ref.model.path={tiny_model}",
+            "actor_rollout_ref.model.lora_rank=8",
+            "actor_rollout_ref.model.lora_alpha=32",
+            "actor_rollout_ref.model.target_modules=[q_proj,v_proj]",
+            "actor_rollout_ref.actor.optim.lr_scheduler_type=cosine",
+            "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=0.1",
+        ]
+    )
+    c = build_client_config(cfg, validate_arctic_config(cfg))
+    body = c.job_config("training")
+    assert body["extensions"]["lora"] == {
+        "rank": 8,
+        "alpha": 32,
+        "target_modules": ["q_proj", "v_proj"],
+        "exclude_modules": None,
+        "target_parameters": None,
+    }
+    # no trainer.total_training_steps: the horizon is unknown until verl counted its dataloader
+    assert body["extensions"]["lr_schedule"]["total_training_steps"] is None
+    assert "scheduler" not in body["ds_config"]  # a DeepSpeed server could not express it; the extension can

@@ -91,7 +91,7 @@ def test_job_bodies_match_the_reference_adapters(tiny_model, tmp_path):
     onprem = ["remote_backend.arctic.backend.type=onprem", "remote_backend.arctic.backend.url=http://x"]
     cfg = _compose(_overrides(_case(), tiny_model, tmp_path / "ckpt", onprem))
     client = AsyncArcticRLClient(build_client_config(cfg, validate_arctic_config(cfg)))
-    client.profile = ARCTIC_PLATFORM_MAIN  # as /health of a reference server gives (nothing is sent here)
+    client.backend_profile = ARCTIC_PLATFORM_MAIN  # as /health of a reference server gives (nothing is sent here)
     want = json.loads((FIXTURES / "initialize_bodies.json").read_text())
     for jt in ("training", "log_prob", "sampling"):
         ours = client.job_body(jt)

@@ -95,9 +95,8 @@ def test_arctic_platform_main_refuses_what_it_would_mishandle(compose, override,
     assert len(refusals) == 1 and needle in refusals[0], refusals
     setting = override.split("=", 1)[0]
     assert setting.split(".")[-1] in refusals[0]  # the message names the setting
-    # the embedded server computes these with verl's semantics (LoRA / dynamic batching / other losses aside)
-    if not any(k in override for k in ("lora_rank", "use_dynamic_bsz", "loss_mode")):
-        assert _refusals(compose, [override], EMBEDDED) == []
+    # the embedded server computes every one of these with verl's semantics
+    assert _refusals(compose, [override], EMBEDDED) == []
 
 
 def test_per_optimizer_step_schedule_is_accepted_when_asked_for(compose):
@@ -122,11 +121,28 @@ def test_settings_refused_on_every_backend(compose):
 
 
 def test_embedded_server_refuses_what_its_engine_lacks(compose):
-    assert "has no LoRA" in _refusals(compose, ["actor_rollout_ref.model.lora_rank=8"], EMBEDDED)[0]
+    assert _refusals(compose, ["actor_rollout_ref.model.lora_rank=8"], EMBEDDED) == []
+    cortex = ["remote_backend.arctic.backend.type=cortex", "actor_rollout_ref.model.lora_rank=8"]
+    assert "the cortex backend has no LoRA" in _refusals(compose, cortex, EMBEDDED)[0]
+    megatron = _refusals(compose, ["actor_rollout_ref.model.lora.rank=8"], EMBEDDED)
+    assert len(megatron) == 1 and "set actor_rollout_ref.model.lora_rank" in megatron[0]
     assert "no Liger" in _refusals(compose, ["actor_rollout_ref.model.use_liger=true"], EMBEDDED)[0]
     assert _refusals(compose, ["actor_rollout_ref.model.use_liger=true"], ARCTIC_PLATFORM_MAIN) == []
     attn = "+actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2"
     assert "can load ['eager', 'sdpa']" in _refusals(compose, [attn], EMBEDDED)[0]
+
+
+def test_profile_steps_on_a_backend_without_a_profiler_is_a_note(compose):
+    cfg = compose(["trainer.profile_steps=[2]"])
+    notes = settings_notes(cfg, arctic_options(cfg), ARCTIC_PLATFORM_MAIN)
+    assert len(notes) == 1 and "no profiler endpoint" in notes[0]
+    assert settings_notes(cfg, arctic_options(cfg), EMBEDDED) == []
+
+
+def test_cosine_without_a_horizon(compose):
+    cosine = ["actor_rollout_ref.actor.optim.lr_scheduler_type=cosine", "trainer.total_training_steps=null"]
+    assert _refusals(compose, cosine, EMBEDDED) == []  # verl's horizon reaches it with the first /step
+    assert "needs trainer.total_training_steps" in _refusals(compose, cosine, ARCTIC_PLATFORM_MAIN)[0]
 
 
 def test_rollout_log_probs_are_a_note_not_a_refusal(compose):
