@@ -63,7 +63,7 @@ class BackendProfile(BaseModel):
     dynamic_bsz: bool
     """Token-budget micro-batches (``actor.use_dynamic_bsz``)."""
     profiler: bool = False
-    """``/profile`` (the training engine's torch profiler, for ``trainer.profile_steps``)."""
+    """``/profile`` (the training engine's torch profiler, for ``global_profiler.steps``)."""
     training_config: bool
     """``JobConfig.training_config`` is read."""
     training_zero_stages: tuple[int, ...] | None = None

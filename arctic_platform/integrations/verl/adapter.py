@@ -337,12 +337,12 @@ def build_client_config(main_config: DictConfig, opts: DictConfig):
             "full_determinism": bool(opts.train.determinism.full),
             "cuda_ipc": bool(opts.weight_sync.cuda_ipc),
             "low_memory": bool(opts.weight_sync.low_memory),
+            "lr_schedule": verl_lr_schedule(main_config),
+            "lora": lora_settings(arr.model),
         },
         log_prob={
             "micro_batch_size": _per_gpu(arr.ref, "log_prob_micro_batch_size", int(opts.log_prob_gpus)),
             "zero_stage": opts.log_prob.get("zero_stage", None),
-            "lr_schedule": verl_lr_schedule(main_config),
-            "lora": lora_settings(arr.model),
         },
         sampling={
             "vllm_config": vllm_config,

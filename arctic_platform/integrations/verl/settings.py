@@ -212,9 +212,9 @@ def _megatron_lora(ctx):
 
 
 def _profile_steps(ctx):
-    if ctx.get("trainer.profile_steps") and not ctx.profile.profiler:
+    if ctx.get("global_profiler.steps") and not ctx.profile.profiler:
         return (
-            f"trainer.profile_steps: {ctx.name} has no profiler endpoint, so the profiled steps are not profiled on "
+            f"global_profiler.steps: {ctx.name} has no profiler endpoint, so the profiled steps are not profiled on "
             "the backend (verl's own side still is)"
         )
     return None
@@ -480,7 +480,7 @@ SETTINGS: tuple[Setting, ...] = (
         ),
     ),  # fmt: skip
     Setting(f"{A}.checkpoint.strict", VERL, "strict resume (the backend refuses a checkpoint of another model)"),
-    Setting(f"{A}.profiler.*", VERL, "verl's profiler config of the forwarder (trainer.profile_steps)"),
+    Setting(f"{A}.profiler.*", VERL, "verl's profiler config of the forwarder (global_profiler.steps)"),
     # ---- actor: verl's own engines
     Setting(f"{A}.strategy", PLACEMENT, _PLACE),
     Setting(f"{A}.fsdp_config.*", PLACEMENT, _PLACE),
@@ -658,7 +658,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("remote_backend.arctic.train.deepspeed.*", BACKEND, "ds_config (ZeRO stage)", _zero_stage),
     Setting("trainer.default_hdfs_dir", REFUSED, "HDFS checkpoint copies", _hdfs),
     Setting(
-        "trainer.profile_steps",
+        "global_profiler.steps",
         VERL,
         "the forwarder's start/stop_profile drive the backend's profiler",
         note=_profile_steps,
@@ -748,7 +748,7 @@ EXAMPLES: dict[str, Any] = {
     f"{M}.lora_rank": 8,
     f"{M}.lora_adapter_path": "/some/adapter",
     f"{M}.lora.rank": 8,
-    "trainer.profile_steps": [2],
+    "global_profiler.steps": [2],
     f"{M}.mtp.*": {"enable": True},
     f"{R}.name": "vllm",
     f"{R}.calculate_log_probs": True,

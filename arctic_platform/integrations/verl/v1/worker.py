@@ -478,7 +478,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         logger.info(f"arctic forwarder: resumed training job from {reply.get('path')} step {reply.get('global_step')}")
         return reply
 
-    # ------------------------------------------------------------------ profiling (trainer.profile_steps)
+    # ------------------------------------------------------------------ profiling (global_profiler.steps)
 
     def _profile_dir(self) -> str:
         save_path = (self.main_config.get("global_profiler", None) or {}).get("save_path", None) or "outputs/profile"
