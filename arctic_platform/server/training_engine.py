@@ -114,6 +114,7 @@ class TrainingEngine(_ModelEngine):
         )
         self.scheduler = None
         self._creation_horizon = training.total_steps
+        self._horizon_from_checkpoint = False  # set by load(): a later /step horizon may replace it
         if not training.needs_horizon() or training.total_steps:
             self.scheduler = build_scheduler(self.optimizer, training)
         self.global_steps = 0
@@ -223,6 +224,13 @@ class TrainingEngine(_ModelEngine):
 
     def _set_horizon(self, total: int) -> None:
         have = self.training.total_steps
+        if have is not None and int(have) != int(total) and self._horizon_from_checkpoint:
+            # resumed from a checkpoint of a run with another horizon: verl's resumed scheduler uses the new one
+            last = self.scheduler.last_epoch
+            self.training.total_steps = int(total)
+            self.scheduler = build_scheduler(self.optimizer, self.training, last_epoch=last)
+            self._horizon_from_checkpoint = False
+            return
         if have is not None and int(have) != int(total):
             raise RequestError(
                 f"/step total_training_steps {total} contradicts the job's schedule horizon {have} "
@@ -487,7 +495,11 @@ class TrainingEngine(_ModelEngine):
         # the schedule's horizon as the checkpoint had it (a checkpoint saved before a late horizon arrived has none:
         # the next /step brings it again); the scheduler is built before the optimizer state is loaded, because
         # building one sets the rate of every parameter group
-        self.training.total_steps = (state.get("training") or {}).get("total_steps") or self._creation_horizon
+        # A resumed run's own horizon wins (verl rebuilds its scheduler from the current config and restores only the
+        # step count); the checkpoint's is used only when this job has none yet, and a later /step may replace it.
+        saved = (state.get("training") or {}).get("total_steps")
+        self.training.total_steps = self._creation_horizon or saved
+        self._horizon_from_checkpoint = self._creation_horizon is None and saved is not None
         if state.get("scheduler") is not None or not self.training.needs_horizon() or self.training.total_steps:
             self.scheduler = build_scheduler(self.optimizer, self.training)
         else:

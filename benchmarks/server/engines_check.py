@@ -78,7 +78,13 @@ def run_engines(model_dir: str, devices: dict[str, str], dtype: str, other_devic
     out["logprobs_after_step"] = trainer.forward(batch, meta)["batch"]["logprobs"][:, P - 1 : P + R - 1][valid]
     sampler = E.SamplingEngine(settings(devices["sampling"]), max_batch_rows=8)
     sampler.load_weights_from(trainer.model)  # weight sync, across devices when placed apart
-    out["sync_weight_norm_diff"] = torch.tensor(abs(E.weight_norm(sampler.model)[0] - E.weight_norm(trainer.model)[0]))
+    # the trainer keeps float32 master weights (the job dtype is its autocast dtype); the sync casts them to the
+    # sampler's dtype, so the sampler must hold exactly the cast weights
+    sampler_dtype = next(sampler.model.parameters()).dtype
+    cast_norm = sum(
+        p.detach().to(sampler_dtype).to("cpu", torch.float64).square().sum() for p in trainer.model.parameters()
+    )
+    out["sync_weight_norm_diff"] = torch.tensor(abs(E.weight_norm(sampler.model)[0] - float(cast_norm) ** 0.5))
     synced = E.ForwardEngine(settings(other_device))
     synced.load_weights_from(sampler.model)
     out["synced_logprobs"] = synced.forward(batch, meta)["batch"]["logprobs"][:, P - 1 : P + R - 1][valid]
@@ -136,7 +142,7 @@ def main(argv=None) -> int:
 
     for key in ("ref_logprobs", "loss", "grad_norm", "logprobs_after_step", "synced_logprobs"):
         row(key, dut[key], ref[key], yard[key])
-    # the sync copies bf16 tensors as they are: the norms must agree to rounding of the norm itself
+    # the sync copies the cast master weights as they are: the norms must agree to rounding of the norm itself
     row("sync_weight_norm_diff", dut["sync_weight_norm_diff"], 0.0, 0.0, scale=0.0)
     # generation after the step and the sync: the first greedy token's log-prob vs the fp32 reference
     gen_gap = max(
