@@ -27,7 +27,7 @@ import torch
 
 from .batch import position_ids_from_mask
 from .errors import RequestError
-from .model_engine import EngineSettings, _copy_weights, _ModelEngine
+from .model_engine import EngineSettings, ModelEngine, copy_weights
 
 logger = logging.getLogger("arctic_platform.server")
 
@@ -56,7 +56,7 @@ class GenerateItem:
     """vLLM's: after temperature, tokens with probability below ``min_p`` x the top probability are dropped."""
 
 
-class SamplingEngine(_ModelEngine):
+class SamplingEngine(ModelEngine):
     """Generation engine (job ``sampling``) with its own copy of the weights."""
 
     kind = "sampling"
@@ -92,13 +92,13 @@ class SamplingEngine(_ModelEngine):
         if self._tokenizer is None and not getattr(self, "_no_tokenizer", False):
             try:
                 self.tokenizer()
-            except Exception:  # noqa: BLE001 - a model folder without a tokenizer still serves token ids
+            except Exception:  # a model folder without a tokenizer still serves token ids
                 logger.warning("no tokenizer in %s: generate results carry text=null", self.settings.model_path)
                 self._no_tokenizer = True
         return self._tokenizer
 
     def load_weights_from(self, source_model) -> None:
-        _copy_weights(source_model, self.model)
+        copy_weights(source_model, self.model)
 
     # ---- sleep / wake (docs/arctic-rl-protocol.md §7) ----
     def sleep(self, level: int) -> dict:
