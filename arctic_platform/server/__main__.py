@@ -78,31 +78,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="per-job devices, e.g. training=cuda:0,sampling=cuda:2 (overrides the placement of --device)",
     )
     parser.add_argument("--dtype", default=None, help="float32 (CPU default) / bfloat16 (CUDA default) / float16")
-    parser.add_argument("--max-seq-len", type=int, default=ServerLimits.max_seq_len, help="default max_seq_len of jobs")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=ServerLimits.threads,
-        help=f"torch.set_num_threads (default {ServerLimits.threads})",
-    )
-    parser.add_argument(
-        "--max-body-bytes", type=int, default=ServerSettings.max_body_bytes, help="request body limit (413 above)"
-    )
-    parser.add_argument(
-        "--max-header-bytes", type=int, default=ServerSettings.max_header_bytes, help="wire frame JSON header limit"
-    )
-    parser.add_argument(
-        "--engine-timeout",
-        type=float,
-        default=ServerLimits.engine_timeout_s,
-        help="bounded wait for a busy engine (s)",
-    )
-    parser.add_argument(
-        "--max-batch-rows", type=int, default=ServerLimits.max_batch_rows, help="generate rows decoded together"
-    )
-    parser.add_argument(
-        "--batch-wait-ms", type=float, default=ServerSettings.batch_wait_ms, help="generate batching window (ms)"
-    )
+    for flag, kind, default, text in (
+        ("--max-seq-len", int, ServerLimits.max_seq_len, "default max_seq_len of jobs"),
+        ("--threads", int, ServerLimits.threads, f"torch.set_num_threads (default {ServerLimits.threads})"),
+        ("--max-body-bytes", int, ServerSettings.max_body_bytes, "request body limit (413 above)"),
+        ("--max-header-bytes", int, ServerSettings.max_header_bytes, "wire frame JSON header limit"),
+        ("--engine-timeout", float, ServerLimits.engine_timeout_s, "bounded wait for a busy engine (s)"),
+        ("--max-batch-rows", int, ServerLimits.max_batch_rows, "generate rows decoded together"),
+        ("--batch-wait-ms", float, ServerSettings.batch_wait_ms, "generate batching window (ms)"),
+    ):
+        parser.add_argument(flag, type=kind, default=default, help=text)
     parser.add_argument(
         "--sampling-process",
         action="store_true",
