@@ -104,9 +104,7 @@ class SamplingEngine(ModelEngine):
     def sleep(self, level: int) -> dict:
         if level not in (1, 2):
             raise RequestError(f"sleep level must be 1 or 2, got {level}")
-        if self.device.type == "cuda":
-            self.model.to("cpu")
-            torch.cuda.empty_cache()
+        self._release(level)
         self.state = "sleeping"
         return {"state": self.state, "level": level}
 
@@ -118,8 +116,7 @@ class SamplingEngine(ModelEngine):
         wake_kv = tags is None or "kv_cache" in tags
         if wake_kv and not wake_weights and self.state == "sleeping":
             raise RequestError("cannot wake kv_cache before weights (wake ['weights'] first)", 409)
-        if wake_weights and self.device.type == "cuda":
-            self.model.to(self.device)
+        self._restore(tags, wake_weights)
         if wake_weights and wake_kv:
             self.state = "ready"
         elif wake_weights:
@@ -127,6 +124,17 @@ class SamplingEngine(ModelEngine):
         elif wake_kv:
             self.state = "ready"
         return {"state": self.state}
+
+    def _release(self, level: int) -> None:
+        """:meth:`sleep`'s memory part: the weights go to CPU (a CPU engine keeps them; only the state changes)."""
+        if self.device.type == "cuda":
+            self.model.to("cpu")
+            torch.cuda.empty_cache()
+
+    def _restore(self, tags: list[str] | None, wake_weights: bool) -> None:
+        """:meth:`wake`'s memory part, before the state moves on: the weights back to the engine's device."""
+        if wake_weights and self.device.type == "cuda":
+            self.model.to(self.device)
 
     # ---- generation ----
     def generate(self, items: list[GenerateItem]) -> tuple[list[dict], int]:

@@ -391,31 +391,13 @@ class VllmSamplingEngine(SamplingEngine):
         return self._loaded_norm
 
     # ---- sleep / wake / prefix cache ----
-    def sleep(self, level: int) -> dict:
-        if level not in (1, 2):
-            raise RequestError(f"sleep level must be 1 or 2, got {level}")
+    def _release(self, level: int) -> None:
         if self.device.type == "cuda":
             self._engine.sleep(level)
-        self.state = "sleeping"
-        return {"state": self.state, "level": level}
 
-    def wake(self, tags: list[str] | None) -> dict:
-        tags = None if tags is None else list(tags)
-        if tags is not None and any(t not in ("weights", "kv_cache") for t in tags):
-            raise RequestError(f"wake tags must be 'weights' and/or 'kv_cache', got {tags}")
-        wake_weights = tags is None or "weights" in tags
-        wake_kv = tags is None or "kv_cache" in tags
-        if wake_kv and not wake_weights and self.state == "sleeping":
-            raise RequestError("cannot wake kv_cache before weights (wake ['weights'] first)", 409)
+    def _restore(self, tags: list[str] | None, wake_weights: bool) -> None:
         if self.device.type == "cuda" and self.state != "ready":
             self._engine.wake_up(tags)
-        if wake_weights and wake_kv:
-            self.state = "ready"
-        elif wake_weights:
-            self.state = "weights_ready" if self.state == "sleeping" else self.state
-        elif wake_kv:
-            self.state = "ready"
-        return {"state": self.state}
 
     def reset_prefix_cache(self) -> bool:
         return bool(self._engine.reset_prefix_cache())
