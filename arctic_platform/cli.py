@@ -99,14 +99,14 @@ def doctor_report() -> tuple[list[str], list[str]]:
         )
         if m["version"] != verl_version:
             problems.append(f"manifest version {m['version']} != installed distribution {verl_version}")
-    except Exception as e:  # noqa: BLE001 - report any failure to read the manifest
+    except Exception as e:  # report any failure to read the manifest
         problems.append(f"cannot read the arctic build manifest ({type(e).__name__}: {e})")
     try:
         importlib.import_module("verl.remote_backend")
         from verl.remote_backend import RemoteBackendRegistry
 
         lines.append(f"seam: verl.remote_backend present; registered backends {RemoteBackendRegistry.list()}")
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         lines.append(f"seam: missing ({type(e).__name__}: {e})")
         problems.append("the RemoteBackend seam is missing from the installed verl")
     owners = _owners(("verl", "arctic_platform", "kernels"))
@@ -132,7 +132,7 @@ def doctor_report() -> tuple[list[str], list[str]]:
             lines.append(f"gpu: {torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}")
         else:
             lines.append("gpu: none (CPU only)")
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         problems.append(f"torch does not import ({type(e).__name__}: {e})")
     plugin_lines, plugin_problems = plugin_report()
     return lines + plugin_lines, problems + plugin_problems
@@ -201,7 +201,7 @@ def plugin_report() -> tuple[list[str], list[str]]:
     package_dir = Path(next(iter(arctic_platform.__path__)))
     try:
         verl_version = importlib.import_module("verl").__version__
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return [], [f"verl does not import ({type(e).__name__}: {e})"]
     missing = 0
     for mod, names in sorted(upstream_names(package_dir).items()):
@@ -237,7 +237,7 @@ def plugin_report() -> tuple[list[str], list[str]]:
             else:
                 failed += 1
                 problems.append(f"{info.name} does not import ({type(e).__name__}: {e})")
-        except Exception as e:  # noqa: BLE001 - report any import failure with the module that fails
+        except Exception as e:  # report any import failure with the module that fails
             failed += 1
             problems.append(f"{info.name} does not import ({type(e).__name__}: {e})")
     lines.append(

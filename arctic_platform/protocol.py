@@ -28,14 +28,16 @@ Torch-free (pydantic only), so the verl adapter can import it during ``import ve
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 __all__ = [
     "AGG_MODES",
     "CAPABILITIES",
     "FORWARD_PROCESSING",
+    "DEFAULT_MAX_SEQ_LEN",
     "JOB_CREATE_ORDER",
     "JOB_TYPES",
     "KL_BASE_TYPES",
@@ -49,7 +51,11 @@ __all__ = [
     "GenerateRequest",
     "JobConfig",
     "JobStatus",
+    "JobType",
+    "SamplingParams",
     "build_ds_config",
+    "gpus_flag",
+    "job_gpu_counts",
     "normalize_state",
     "read_ds_config",
     "read_lora",
@@ -61,9 +67,28 @@ __all__ = [
 # jobs and states (docs/arctic-rl-protocol.md §2)
 # ------------------------------------------------------------------------------------------------
 
-JOB_TYPES = ("training", "sampling", "log_prob")
-JOB_CREATE_ORDER = ("sampling", "log_prob", "training")
+JobType = Literal["training", "sampling", "log_prob"]
+"""A job type. The request models keep ``job_type: str``: the server refuses an unknown type with its own 400 naming
+the types (a ``Literal`` field would turn that into pydantic's 422)."""
+JOB_TYPES: tuple[JobType, ...] = get_args(JobType)
+"""The job types in the server's order (placement, ``/status``, flags)."""
+JOB_CREATE_ORDER: tuple[JobType, ...] = ("sampling", "log_prob", "training")
 """Creation order; destruction runs in reverse."""
+
+
+def job_gpu_counts(source: Any) -> dict[str, int]:
+    """Job type -> GPUs (0: no such job), read from ``source``'s ``<job type>_gpus`` fields: the server's
+    ``--training-gpus`` / ``--sampling-gpus`` / ``--log-prob-gpus`` flags, its ``ServerLimits``, the client config."""
+    return {t: int(getattr(source, f"{t}_gpus")) for t in JOB_TYPES}
+
+
+def gpus_flag(job_type: str) -> str:
+    """The server flag of a job type's GPU count: ``--training-gpus``, ``--sampling-gpus``, ``--log-prob-gpus``."""
+    return "--" + job_type.replace("_", "-") + "-gpus"
+
+
+DEFAULT_MAX_SEQ_LEN = 8192
+"""Prompt + response limit of a job when nothing else says (server ``--max-seq-len``, client ``max_seq_len``)."""
 
 
 class JobStatus:
@@ -166,6 +191,15 @@ KL_TYPES = KL_BASE_TYPES + tuple(k + "+" for k in KL_BASE_TYPES)
 # ------------------------------------------------------------------------------------------------
 
 DEFAULT_SEED = 42
+"""A job's seed when its config names none (the reference's)."""
+DEFAULT_LR = 1e-6
+"""Peak learning rate of a training job when nothing names one (verl's actor default)."""
+DEFAULT_BETAS = (0.9, 0.999)
+DEFAULT_EPS = 1e-8
+DEFAULT_WEIGHT_DECAY = 0.01
+"""Decoupled (AdamW) weight decay (verl's default)."""
+DEFAULT_GRAD_CLIP = 1.0
+"""Max global grad norm (verl's actor ``grad_clip``)."""
 _LEGACY_JOB_KEYS = {
     "device": "extensions.device",
     "dtype": "extensions.dtype",
@@ -223,13 +257,112 @@ class DestroyRequest(BaseModel):
     job_type: str
 
 
-class GenerateRequest(BaseModel):
-    """``POST /generate`` (a DSSST1 frame). ``prompts`` as token-id lists is an extension (capability ``token_ids``)."""
+class SamplingParams(BaseModel):
+    """vLLM-style sampling parameters both sampling engines implement (vLLM's ranges); others are ignored unless
+    ``strict`` (:meth:`unsupported`)."""
 
-    prompts: list[str] | list[list[int]]
-    sampling_params: dict[str, Any] | None = None
+    model_config = ConfigDict(extra="allow")
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = -1
+    max_tokens: int | None = Field(None, ge=0)
+    stop_token_ids: list[int] | None = None
+    seed: int | None = None
+    logprobs: int | None = Field(None, ge=0)
+    ignore_eos: bool = False
+    n: int = Field(1, ge=1, le=1)
+    repetition_penalty: float = Field(1.0, gt=0)
+    presence_penalty: float = Field(0.0, ge=-2, le=2)
+    frequency_penalty: float = Field(0.0, ge=-2, le=2)
+    min_p: float = Field(0.0, ge=0, le=1)
+
+    @field_validator("logprobs", mode="before")
+    @classmethod
+    def _bool_logprobs(cls, v):
+        """verl passes ``rollout.calculate_log_probs`` as a bool: True = the sampled token's, False = none."""
+        if isinstance(v, bool):
+            return 0 if v else None
+        return v
+
+    @field_validator("top_k", mode="before")
+    @classmethod
+    def _top_k_none(cls, v):
+        return -1 if v is None else v
+
+    def unsupported(self) -> list[str]:
+        """The extra (vLLM) parameters given that the engines do not implement, sorted; empty, None and "off"
+        values (:data:`NEUTRAL_SAMPLING_EXTRAS`) and output-formatting flags (:data:`HARMLESS_SAMPLING_EXTRAS`) do not
+        count."""
+        out = []
+        for k, v in (self.model_extra or {}).items():
+            if k in HARMLESS_SAMPLING_EXTRAS or v is None or v == [] or v == {}:
+                continue
+            if k in NEUTRAL_SAMPLING_EXTRAS and v == NEUTRAL_SAMPLING_EXTRAS[k]:
+                continue
+            out.append(k)
+        return sorted(out)
+
+
+NEUTRAL_SAMPLING_EXTRAS: dict[str, Any] = {
+    "min_tokens": 0,
+    "stop": None,
+    "prompt_logprobs": None,
+    "bad_words": None,
+    "logit_bias": None,
+}
+"""vLLM parameters the engines do not implement, with the value that means "off" (accepted silently)."""
+HARMLESS_SAMPLING_EXTRAS = frozenset(
+    {
+        "detokenize",
+        "skip_special_tokens",
+        "spaces_between_special_tokens",
+        "include_stop_str_in_output",
+        "output_kind",
+        "truncate_prompt_tokens",
+    }
+)
+"""Output-formatting flags that do not change the sampled token ids."""
+
+
+class GenerateRequest(BaseModel):
+    """``POST /generate`` (a DSSST1 frame, or JSON). ``prompts`` as token-id lists is an extension (capability
+    ``token_ids``).
+
+    Read as the embedded server has always read it: a missing or empty ``sampling_params`` means the defaults (its
+    errors name the parameter alone, e.g. ``temperature: ...``), ``strict`` is taken by truthiness, and unknown keys
+    are ignored. Each prompt is checked against the model by the server (strings are tokenized, ids range-checked).
+    """
+
+    prompts: list[Any]
+    """Strings or token ids (lists of ints; inside a frame also 1-D integer tensors); not empty."""
+    sampling_params: SamplingParams = Field(default_factory=SamplingParams)
     routing_key: Any = None
     strict: bool = False
+    """Refuse :meth:`SamplingParams.unsupported` parameters (422) instead of ignoring them."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        sp = data.get("sampling_params") or {}
+        if not isinstance(sp, (dict, SamplingParams)):
+            raise PydanticCustomError("sampling_params", "sampling_params must be an object")
+        sp = SamplingParams.model_validate(sp)
+        data["sampling_params"] = sp
+        data["strict"] = bool(data.get("strict", False))
+        unsupported = sp.unsupported()
+        if unsupported and data["strict"]:
+            raise PydanticCustomError(
+                "sampling_params",
+                f"sampling_params {unsupported} are not supported by the sampling engine (strict=true)",
+            )
+        if not isinstance(data.get("prompts"), list) or not data["prompts"]:
+            raise PydanticCustomError(
+                "prompts", "prompts must be a non-empty list of strings (or token-id lists: capability token_ids)"
+            )
+        return data
 
 
 class LogProbsRequest(BaseModel):
@@ -351,9 +484,9 @@ _OPT_PARAMS = {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam"
 def build_ds_config(
     *,
     lr: float,
-    betas: tuple[float, float] = (0.9, 0.999),
-    eps: float = 1e-8,
-    weight_decay: float = 0.01,
+    betas: tuple[float, float] = DEFAULT_BETAS,
+    eps: float = DEFAULT_EPS,
+    weight_decay: float = DEFAULT_WEIGHT_DECAY,
     grad_clip: float | None = None,
     lr_scheduler_type: str = "constant",
     warmup_steps: int = 0,

@@ -66,6 +66,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load as _st_load
 from safetensors.torch import save as _st_save
 
+from .reasons import one_line
+
 __all__ = [
     "CHUNKED_RESPONSE_OPTIONS",
     "CONTENT_TYPE",
@@ -253,7 +255,7 @@ def encode(tree: Any, *, metadata: dict | None = None) -> bytes:
     try:
         return _st_save(tensors, metadata=header)
     except (SafetensorError, RuntimeError, ValueError) as e:
-        raise WireError(f"safetensors refused the frame: {_one_line(e)}") from None
+        raise WireError(f"safetensors refused the frame: {one_line(e, 500, with_type=False)}") from None
 
 
 dumps = encode  # the reference's name
@@ -262,10 +264,6 @@ dumps = encode  # the reference's name
 # ------------------------------------------------------------------------------------------------
 # decode
 # ------------------------------------------------------------------------------------------------
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())[:500]
 
 
 def _precheck(data: bytes, max_header_bytes: int, max_body_bytes: int) -> int:
@@ -333,8 +331,8 @@ def _load(data: bytes, max_header_bytes: int, max_body_bytes: int) -> tuple[dict
     meta = _header_metadata(data, hlen)
     try:
         tensors = _st_load(data)
-    except Exception as e:  # noqa: BLE001 - whatever the library refuses is a malformed frame, never a crash
-        raise WireError(f"not a valid safetensors blob: {_one_line(e)}") from None
+    except Exception as e:  # whatever the library refuses is a malformed frame, never a crash
+        raise WireError(f"not a valid safetensors blob: {one_line(e, 500, with_type=False)}") from None
     for name, t in tensors.items():
         if t.dtype not in _ALLOWED:  # defensive: the header check above already refused these
             raise WireError(f"tensor {name!r}: dtype {t.dtype} is not in the allow-list")

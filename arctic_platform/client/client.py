@@ -33,14 +33,23 @@ established is retried for every call. 4xx is never retried.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import threading
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ..backend_profile import ARCTIC_PLATFORM_MAIN, BackendProfile, profile_from_health
-from ..protocol import FORWARD_PROCESSING, JOB_CREATE_ORDER, TERMINAL_STATES, UPDATE_PROCESSING, normalize_state
+from ..protocol import (
+    FORWARD_PROCESSING,
+    JOB_CREATE_ORDER,
+    JOB_TYPES,
+    TERMINAL_STATES,
+    UPDATE_PROCESSING,
+    normalize_state,
+)
 from .config import ArcticRLClientConfig, CortexConfig, LocalConfig, OnPremConfig
 from .errors import ArcticRLError, ArcticRLJobError
 from .transports import HttpTransport, LocalServer, cortex_unavailable, read_token
@@ -122,11 +131,7 @@ class AsyncArcticRLClient:
             config if isinstance(config, ArcticRLClientConfig) else ArcticRLClientConfig.model_validate(config)
         )
         c = self.config
-        self._jobs: dict[str, int | str | None] = {
-            "training": _job_id(c.training_job_id),
-            "sampling": _job_id(c.sampling_job_id),
-            "log_prob": _job_id(c.log_prob_job_id),
-        }
+        self._jobs: dict[str, int | str | None] = {t: _job_id(getattr(c, f"{t}_job_id")) for t in JOB_TYPES}
         self._owned: list[tuple[int | str, str]] = []  # (job_id, job_type) created by this client
         self._transport: HttpTransport | None = None
         self._server: LocalServer | None = None
@@ -689,6 +694,26 @@ def _forwarded(name: str) -> property:
     return property(lambda self: getattr(self._client, name), doc=f"As :attr:`AsyncArcticRLClient.{name}`.")
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _synced(
+    method: Callable[Concatenate[AsyncArcticRLClient, P], Awaitable[R]],
+) -> Callable[Concatenate[ArcticRLClient, P], R]:
+    """The :class:`ArcticRLClient` method of the coroutine method ``method`` of :class:`AsyncArcticRLClient`: same
+    name, parameters and docstring (``inspect.signature`` follows ``__wrapped__``; type checkers read the
+    ``ParamSpec``), returning the coroutine's result, run on the sync client's own loop."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self: ArcticRLClient, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._run(getattr(self._client, name)(*args, **kwargs))
+
+    call.__qualname__ = f"ArcticRLClient.{name}"
+    return call
+
+
 class ArcticRLClient:
     """Synchronous wrapper of :class:`AsyncArcticRLClient` with the same method names.
 
@@ -763,88 +788,29 @@ class ArcticRLClient:
     def reconnect_handle(self) -> dict:
         return self._client.reconnect_handle()
 
-    def health(self) -> dict:
-        return self._run(self._client.health())
-
-    def status(self) -> dict:
-        return self._run(self._client.status())
-
-    def job_info(self, job_id) -> dict:
-        return self._run(self._client.job_info(job_id))
-
-    def forward_backward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
-        return self._run(self._client.forward_backward(batch, meta, processing))
-
-    def step(
-        self,
-        learning_rate: float | None = None,
-        *,
-        lr_scheduler_step: bool | None = None,
-        total_training_steps: int | None = None,
-    ) -> dict:
-        return self._run(
-            self._client.step(
-                learning_rate, lr_scheduler_step=lr_scheduler_step, total_training_steps=total_training_steps
-            )
-        )
-
-    def profile(self, action: str, *, path: str | None = None, tag: str | None = None) -> dict:
-        return self._run(self._client.profile(action, path=path, tag=tag))
-
-    def forward(self, batch: dict, meta: dict, processing: dict | None = None, *, ref: bool = False) -> dict:
-        return self._run(self._client.forward(batch, meta, processing, ref=ref))
-
-    def save(
-        self,
-        path: str | None = None,
-        step: int | None = None,
-        save_total_limit: int | None = None,
-        *,
-        export_hf: bool = False,
-    ) -> dict:
-        return self._run(self._client.save(path, step, save_total_limit, export_hf=export_hf))
-
-    def load_checkpoint(self, path: str | None = None, step: int | None = None) -> dict:
-        return self._run(self._client.load_checkpoint(path, step))
-
-    def generate(
-        self, prompts: list, sampling_params: dict | None = None, *, routing_key: Any = None, strict: bool = False
-    ):
-        return self._run(self._client.generate(prompts, sampling_params, routing_key=routing_key, strict=strict))
+    # ---- every coroutine method of AsyncArcticRLClient, run to completion on this client's loop ----
+    health = _synced(AsyncArcticRLClient.health)
+    status = _synced(AsyncArcticRLClient.status)
+    job_info = _synced(AsyncArcticRLClient.job_info)
+    forward_backward = _synced(AsyncArcticRLClient.forward_backward)
+    step = _synced(AsyncArcticRLClient.step)
+    profile = _synced(AsyncArcticRLClient.profile)
+    forward = _synced(AsyncArcticRLClient.forward)
+    save = _synced(AsyncArcticRLClient.save)
+    load_checkpoint = _synced(AsyncArcticRLClient.load_checkpoint)
+    generate = _synced(AsyncArcticRLClient.generate)
+    log_probs = _synced(AsyncArcticRLClient.log_probs)
+    sleep_training = _synced(AsyncArcticRLClient.sleep_training)
+    wake_training = _synced(AsyncArcticRLClient.wake_training)
+    empty_training_cache = _synced(AsyncArcticRLClient.empty_training_cache)
+    sleep_log_prob = _synced(AsyncArcticRLClient.sleep_log_prob)
+    wake_log_prob = _synced(AsyncArcticRLClient.wake_log_prob)
+    sync_weights = _synced(AsyncArcticRLClient.sync_weights)
+    sleep_inference = _synced(AsyncArcticRLClient.sleep_inference)
+    wake_inference = _synced(AsyncArcticRLClient.wake_inference)
+    reset_prefix_cache = _synced(AsyncArcticRLClient.reset_prefix_cache)
+    weight_norm = _synced(AsyncArcticRLClient.weight_norm)
 
     capabilities = _forwarded("capabilities")
     backend_profile = _forwarded("backend_profile")
     retokenize_stats = _forwarded("retokenize_stats")
-
-    def log_probs(self, prompts: list, completions: list | None = None, top_k: int = 1) -> list[dict]:
-        return self._run(self._client.log_probs(prompts, completions, top_k))
-
-    def sleep_training(self, mode: str = "all") -> dict:
-        return self._run(self._client.sleep_training(mode))
-
-    def wake_training(self) -> dict:
-        return self._run(self._client.wake_training())
-
-    def empty_training_cache(self) -> dict:
-        return self._run(self._client.empty_training_cache())
-
-    def sleep_log_prob(self) -> dict:
-        return self._run(self._client.sleep_log_prob())
-
-    def wake_log_prob(self) -> dict:
-        return self._run(self._client.wake_log_prob())
-
-    def sync_weights(self, policy_version: int | None = None) -> dict:
-        return self._run(self._client.sync_weights(policy_version))
-
-    def sleep_inference(self, level: int = 1) -> dict:
-        return self._run(self._client.sleep_inference(level))
-
-    def wake_inference(self, tags: list[str] | None = None) -> dict:
-        return self._run(self._client.wake_inference(tags))
-
-    def reset_prefix_cache(self) -> dict:
-        return self._run(self._client.reset_prefix_cache())
-
-    def weight_norm(self) -> dict:
-        return self._run(self._client.weight_norm())

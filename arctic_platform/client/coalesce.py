@@ -93,7 +93,7 @@ class GenerateCoalescer:
                 return
             _fail(batch, e)
             return
-        except BaseException as e:  # noqa: BLE001 - every waiter gets the error, then it propagates
+        except BaseException as e:  # every waiter gets the error, then it propagates
             _fail(batch, e)
             if isinstance(e, asyncio.CancelledError):
                 raise

@@ -30,7 +30,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from ..protocol import JOB_CREATE_ORDER, build_ds_config
+from ..protocol import (
+    DEFAULT_BETAS,
+    DEFAULT_EPS,
+    DEFAULT_GRAD_CLIP,
+    DEFAULT_LR,
+    DEFAULT_MAX_SEQ_LEN,
+    DEFAULT_WEIGHT_DECAY,
+    JOB_CREATE_ORDER,
+    build_ds_config,
+    job_gpu_counts,
+)
 
 __all__ = [
     "ArcticRLClientConfig",
@@ -52,13 +62,13 @@ class _Model(BaseModel):
 class OptimizerConfig(_Model):
     """AdamW settings sent to the training job."""
 
-    lr: float = Field(1e-6, ge=0)
+    lr: float = Field(DEFAULT_LR, ge=0)
     """Peak learning rate (verl's actor default)."""
-    betas: tuple[float, float] = (0.9, 0.999)
+    betas: tuple[float, float] = DEFAULT_BETAS
     """Adam betas."""
-    weight_decay: float = Field(0.01, ge=0)
+    weight_decay: float = Field(DEFAULT_WEIGHT_DECAY, ge=0)
     """Decoupled weight decay (verl's default)."""
-    eps: float = Field(1e-8, gt=0)
+    eps: float = Field(DEFAULT_EPS, gt=0)
     """Adam epsilon."""
 
 
@@ -67,7 +77,7 @@ class TrainingConfig(_Model):
 
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     """AdamW settings."""
-    grad_clip: float | None = 1.0
+    grad_clip: float | None = DEFAULT_GRAD_CLIP
     """Max global grad norm; None or <= 0 disables clipping (the norm is still reported)."""
     lr_scheduler_type: Literal["constant", "cosine"] = "constant"
     """verl's ``get_constant_schedule_with_warmup`` / ``get_cosine_schedule_with_warmup``; one tick per ``step()``."""
@@ -255,7 +265,7 @@ class ArcticRLClientConfig(_Model):
     """Job seed (None: the server's 42). Seeds unseeded sampling."""
     dtype: str | None = None
     """None: float32 on CPU, bfloat16 on CUDA."""
-    max_seq_len: int = Field(8192, ge=1)
+    max_seq_len: int = Field(DEFAULT_MAX_SEQ_LEN, ge=1)
     """Prompt + response limit of every job."""
     device: str = "auto"
     """auto (cuda if available, else cpu), cpu, cuda[:N]."""
@@ -283,7 +293,7 @@ class ArcticRLClientConfig(_Model):
 
     @model_validator(mode="after")
     def _some_job(self):
-        if not self.reconnecting and max(self.training_gpus, self.sampling_gpus, self.log_prob_gpus) == 0:
+        if not self.reconnecting and max(job_gpu_counts(self).values()) == 0:
             raise ValueError("at least one of training_gpus / sampling_gpus / log_prob_gpus must be > 0")
         return self
 
@@ -292,9 +302,8 @@ class ArcticRLClientConfig(_Model):
         return any(x is not None for x in (self.training_job_id, self.sampling_job_id, self.log_prob_job_id))
 
     def job_gpus(self, job_type: str) -> int:
-        return {"training": self.training_gpus, "sampling": self.sampling_gpus, "log_prob": self.log_prob_gpus}[
-            job_type
-        ]
+        """GPUs of ``job_type`` (``training_gpus`` / ``sampling_gpus`` / ``log_prob_gpus``; 0: no such job)."""
+        return job_gpu_counts(self)[job_type]
 
     def job_config(self, job_type: str) -> dict[str, Any]:
         """The ``/initialize`` body of ``job_type``: a reference ``JobConfig`` (docs/arctic-rl-protocol.md §2).

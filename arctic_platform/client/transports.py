@@ -20,7 +20,7 @@
     call, since the server never saw the request;
   - a failure after the request was sent (read/write timeout, dropped connection) and 502/503/504 are retried only
     for calls marked idempotent;
-  - 4xx is never retried. Backoff 0.5 s × 2^attempt, at most ``max_retries`` retries.
+  - 4xx is never retried. Backoff 0.5 s × 2^attempt, at most ``max_retries`` retries (tenacity runs the loop).
 
 * :class:`LocalServer`: ``python -m arctic_platform.server --port 0 --port-file F`` in its own session; the port is
   read from the file the server writes after binding. Stopping sends SIGTERM, waits, then SIGKILL (bounded).
@@ -42,6 +42,9 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from ..protocol import JOB_TYPES, gpus_flag
 from .config import LocalConfig
 from .errors import ArcticRLError, ArcticRLUnavailableError
 
@@ -136,44 +139,63 @@ class HttpTransport:
         if timeout is not None:
             kwargs["timeout"] = httpx.Timeout(timeout, connect=self.connect_timeout)
         retries = self.max_retries if max_retries is None else max_retries
-        attempt = 0
-        while True:
-            retry_reason = None
+
+        async def attempt() -> Any:
             try:
                 resp = await self._client.request(method, path, **kwargs)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
                 # never reached the server: safe to retry any call
-                if attempt >= retries:
-                    raise ArcticRLError(None, f"cannot connect to {self.url} ({type(e).__name__}: {e})", path) from None
-                retry_reason = f"{type(e).__name__}"
+                err = ArcticRLError(None, f"cannot connect to {self.url} ({type(e).__name__}: {e})", path)
+                raise _Retryable(err, type(e).__name__) from None
             except httpx.TimeoutException as e:
-                if not idempotent or attempt >= retries:
-                    t = timeout or self.request_timeout
-                    raise ArcticRLError(None, f"no reply within {t:.0f}s ({type(e).__name__})", path) from None
-                retry_reason = f"{type(e).__name__}"
+                t = timeout or self.request_timeout
+                err = ArcticRLError(None, f"no reply within {t:.0f}s ({type(e).__name__})", path)
+                if not idempotent:
+                    raise err from None
+                raise _Retryable(err, type(e).__name__) from None
             except httpx.TransportError as e:
-                if not idempotent or attempt >= retries:
-                    raise ArcticRLError(
-                        None, f"connection to {self.url} failed ({type(e).__name__}: {e})", path
-                    ) from None
-                retry_reason = f"{type(e).__name__}"
-            else:
-                if resp.status_code < 400:
-                    ct = resp.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-                    if ct == OCTET:
-                        return wire.decode(resp.content)
-                    if ct == "application/json":
-                        return resp.json()
-                    return resp.text
-                reason = _reason(resp)
-                if resp.status_code in retry_status and idempotent and attempt < retries:
-                    retry_reason = f"HTTP {resp.status_code}: {reason}"
-                else:
-                    raise ArcticRLError(resp.status_code, reason, path)
-            delay = 0.5 * (2**attempt)
-            logger.warning("%s %s: %s; retry %d/%d in %.1fs", method, path, retry_reason, attempt + 1, retries, delay)
-            attempt += 1
-            await asyncio.sleep(delay)
+                err = ArcticRLError(None, f"connection to {self.url} failed ({type(e).__name__}: {e})", path)
+                if not idempotent:
+                    raise err from None
+                raise _Retryable(err, type(e).__name__) from None
+            if resp.status_code < 400:
+                ct = resp.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+                if ct == OCTET:
+                    return wire.decode(resp.content)
+                if ct == "application/json":
+                    return resp.json()
+                return resp.text
+            reason = _reason(resp)
+            err = ArcticRLError(resp.status_code, reason, path)
+            if resp.status_code in retry_status and idempotent:
+                raise _Retryable(err, f"HTTP {resp.status_code}: {reason}")
+            raise err
+
+        def log_retry(state: RetryCallState) -> None:
+            why = state.outcome.exception().reason
+            n, delay = state.attempt_number, state.next_action.sleep
+            logger.warning("%s %s: %s; retry %d/%d in %.1fs", method, path, why, n, retries, delay)
+
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(_Retryable),
+            stop=stop_after_attempt(retries + 1),
+            wait=wait_exponential(multiplier=0.5),  # 0.5 s, 1 s, 2 s, ...
+            before_sleep=log_retry,
+            reraise=True,
+        )
+        try:
+            return await retrying(attempt)
+        except _Retryable as e:
+            raise e.error from None
+
+
+class _Retryable(Exception):
+    """An attempt that failed in a way the policy retries: ``error`` is raised when no retry is left, ``reason`` is
+    what the retry's log line names."""
+
+    def __init__(self, error: ArcticRLError, reason: str):
+        super().__init__(reason)
+        self.error, self.reason = error, reason
 
 
 def _reason(resp) -> str:
@@ -244,15 +266,13 @@ class LocalServer:
         cfg = self.cfg
         self._tmp = tempfile.mkdtemp(prefix="arctic-rl-server-")
         port_file = os.path.join(self._tmp, "port")
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self._log = open(self.log_path, "ab")  # closed in stop()
         argv = [
             cfg.python, "-m", "arctic_platform.server",
             "--host", cfg.host,
             "--port", str(cfg.port),
             "--port-file", port_file,
-            "--training-gpus", str(self.job_gpus["training"]),
-            "--sampling-gpus", str(self.job_gpus["sampling"]),
-            "--log-prob-gpus", str(self.job_gpus["log_prob"]),
+            *(a for jt in JOB_TYPES for a in (gpus_flag(jt), str(self.job_gpus[jt]))),
             "--threads", str(cfg.threads),
             "--max-seq-len", str(self.max_seq_len),
             "--device", self.device,

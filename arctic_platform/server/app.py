@@ -15,8 +15,11 @@
 """FastAPI app of the embedded Arctic RL server (docs/arctic-rl-protocol.md §2; endpoints: docs/arctic-rl-server.md).
 
 ``create_app(ServerSettings(...))`` returns the ASGI app; :mod:`arctic_platform.server.__main__` serves it with
-uvicorn. Request bodies: ``application/octet-stream`` is an :mod:`arctic_platform.wire` frame, ``application/json``
-is JSON; the decoder is chosen by Content-Type only. Replies to data-plane calls are frames, control replies JSON.
+uvicorn. The app is the routers of :mod:`.routes` (one per concern), their shared :class:`.routes.context.AppContext`
+in ``app.state.ctx``, the error handlers of :mod:`.error_handlers` and the :class:`.guard.Guard` in front.
+
+Request bodies: ``application/octet-stream`` is an :mod:`arctic_platform.wire` frame, ``application/json`` is JSON;
+the decoder is chosen by Content-Type only. Replies to data-plane calls are frames, control replies JSON.
 
 Every error is ``{"detail": "<one-line reason>"}``: 400 bad request / framing / wrong job type, 401 missing token,
 404 unknown job, 409 job state, 413 body too large, 415 wrong content type, 422 schema, 503/504 engine busy or
@@ -25,40 +28,29 @@ timed out, 500 a server bug. After any of them the server keeps serving.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from dataclasses import dataclass
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
 
-from .jobs import JobRegistry, ServerLimits
+from .capabilities import server_profile
+from .engine_calls import in_thread
+from .error_handlers import install_error_handlers
+from .guard import Guard
+from .jobs import JobRegistry
 from .routes import admin, sampling, training
 from .routes import jobs as job_routes
-from .routes._common import AppContext, Guard, _thread, install_error_handlers
+from .routes.context import AppContext
+from .settings import ServerLimits, ServerSettings
 
-
-@dataclass
-class ServerSettings:
-    """Everything the app needs; the CLI flags of ``arctic-verl server`` map onto these fields."""
-
-    token: str | None = None
-    """Bearer token checked on every request when set (required for a non-loopback bind)."""
-    max_body_bytes: int = 1024 * 1024 * 1024
-    max_header_bytes: int = 64 * 1024 * 1024
-    batch_wait_ms: float = 2.0
-    """How long the generate batcher waits for more requests after the first one arrives."""
-    limits: ServerLimits | None = None
+__all__ = ["ServerSettings", "create_app"]
 
 
 def create_app(settings: ServerSettings) -> Any:
     """Build the ASGI app (FastAPI wrapped in :class:`Guard`). ``app.state.registry`` holds the jobs."""
     limits = settings.limits or ServerLimits()
     registry = JobRegistry(limits)
-    background: set[asyncio.Task] = set()
-    started_at = time.time()
-
-    from contextlib import asynccontextmanager
 
     @asynccontextmanager
     async def lifespan(_app):
@@ -66,15 +58,19 @@ def create_app(settings: ServerSettings) -> Any:
         for job in registry.all():
             if job.batcher is not None:
                 job.batcher.close()
-        await _thread(registry.shutdown)
+        await in_thread(registry.shutdown)
 
     app = FastAPI(title="Arctic RL server (arctic-verl embedded)", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.registry = registry
-    ctx = AppContext(settings, limits, registry, background, started_at)
+    app.state.ctx = AppContext(
+        settings=settings,
+        limits=limits,
+        registry=registry,
+        background=set(),
+        started_at=time.time(),
+        profile=server_profile().model_dump(mode="json"),
+    )
     install_error_handlers(app)
-    job_routes.register(app, ctx)
-    training.register(app, ctx)
-    ops = sampling.register(app, ctx)
-    admin.register(app, ctx, ops)
-
+    for module in (job_routes, training, sampling, admin):
+        app.include_router(module.router)
     return Guard(app, token=settings.token, max_body_bytes=settings.max_body_bytes)

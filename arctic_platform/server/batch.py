@@ -178,7 +178,12 @@ def check_reference_meta(meta: dict) -> None:
         )
 
 
-def _num(meta: dict, key: str, *, minimum: float = 0.0):
+def meta_number(meta: dict, key: str, *, minimum: float = 0.0):
+    """``meta[key]`` as a number > ``minimum`` (a one-element tensor is read as its value); None when absent.
+
+    Raises:
+        RequestError: 422 naming ``meta.<key>``.
+    """
     v = meta.get(key)
     if v is None:
         return None
@@ -193,7 +198,7 @@ _ALLOWED_POST = set(ALLOWED_POST)
 _ALLOWED_LOSS_FNS = set(ALLOWED_LOSS_FNS)
 
 
-def _check_processing(processing: dict | None, *, forward_only: bool) -> None:
+def check_processing(processing: dict | None, *, forward_only: bool) -> None:
     """Names resolve only from a fixed allow-list (docs/arctic-rl-protocol.md §5); temperature applies on every path."""
     if processing is None:
         return

@@ -27,15 +27,15 @@ paths, docs/arctic-rl-protocol.md §6): logits are divided by the temperature gi
 as greedy sampling reports log-probs at T = 1); ``logprobs[:, i] = log P(input_ids[:, i + 1])`` on real tokens,
 0 elsewhere (the last column, padding, and the slot before the first real token).
 
-This module re-exports the engines from their own modules (every ``from arctic_platform.server.engines import X``
-keeps working):
+This module is the engines' public face: the names below, each defined in its own module (import anything else from
+the module that defines it):
 
 | Module | Holds |
 |---|---|
 | ``errors.py`` | :class:`RequestError` |
 | ``batch.py`` | dense batch schema (:func:`parse_dense_batch`), processing allow-lists |
 | ``schedule.py`` | :class:`TrainingSettings`, verl's LR schedule (:func:`build_scheduler`) |
-| ``model_engine.py`` | :class:`EngineSettings`, model loading, shared forward pass, ``_ModelEngine`` base |
+| ``model_engine.py`` | :class:`EngineSettings`, loading, forward pass, :class:`ModelEngine`, :func:`weight_norm` |
 | ``training_engine.py`` | :class:`TrainingEngine` (loss, step, checkpoint save / load / pruning) |
 | ``sampling_engine.py`` | :class:`GenerateItem`, :class:`SamplingEngine` |
 | ``logprob_engine.py`` | :class:`ForwardEngine` |
@@ -43,38 +43,11 @@ keeps working):
 
 from __future__ import annotations
 
-from . import loss as L  # noqa: F401
-from .batch import (  # noqa: F401
-    _ALLOWED_LOSS_FNS,
-    _ALLOWED_POST,
-    DenseBatch,
-    _check_processing,
-    _int_2d,
-    _need,
-    _num,
-    parse_dense_batch,
-    position_ids_from_mask,
-)
 from .errors import RequestError
 from .logprob_engine import ForwardEngine
-from .model_engine import (  # noqa: F401
-    _DTYPES,
-    _LOAD_LOCK,
-    EngineSettings,
-    _copy_weights,
-    _ModelEngine,
-    _optimizer_to,
-    _param_items,
-    _temperature,
-    entropy_from_logits,
-    load_model,
-    model_logits,
-    resolve_dtype,
-    token_logprobs,
-    weight_norm,
-)
+from .model_engine import EngineSettings, weight_norm
 from .sampling_engine import GenerateItem, SamplingEngine
-from .schedule import TrainingSettings, build_scheduler  # noqa: F401
+from .schedule import TrainingSettings
 from .training_engine import TrainingEngine
 
 __all__ = [
@@ -85,4 +58,5 @@ __all__ = [
     "SamplingEngine",
     "TrainingEngine",
     "TrainingSettings",
+    "weight_norm",
 ]

@@ -40,7 +40,6 @@
 from __future__ import annotations
 
 import gc
-import logging
 import threading
 import time
 from collections import Counter, defaultdict
@@ -54,23 +53,22 @@ from ..protocol import (
     DsConfigError,
     JobConfig,
     JobStatus,
+    JobType,
+    gpus_flag,
     read_ds_config,
     read_lora,
     read_lr_schedule,
     read_training_config,
 )
-from .engines import (
-    EngineSettings,
-    ForwardEngine,
-    RequestError,
-    SamplingEngine,
-    TrainingEngine,
-    TrainingSettings,
-    resolve_dtype,
-)
-from .sampling_engine import torch_engine_rows
-
-logger = logging.getLogger("arctic_platform.server")
+from ..reasons import one_line
+from .errors import RequestError
+from .logprob_engine import ForwardEngine
+from .logs import events, logger
+from .model_engine import EngineSettings, resolve_dtype
+from .sampling_engine import SamplingEngine, torch_engine_rows
+from .schedule import TrainingSettings
+from .settings import ServerLimits
+from .training_engine import TrainingEngine
 
 
 def _ext(cfg: JobConfig, key: str) -> Any:
@@ -187,34 +185,9 @@ class BusyMeter:
 
 
 @dataclass
-class ServerLimits:
-    """Server-wide settings the registry needs."""
-
-    training_gpus: int = 1
-    sampling_gpus: int = 1
-    log_prob_gpus: int = 1
-    default_model: str | None = None
-    device: str = "auto"
-    dtype: str | None = None
-    max_seq_len: int = 8192
-    engine_timeout_s: float = 1800.0
-    max_batch_rows: int = 64
-    job_devices: dict[str, str] = field(default_factory=dict)
-    """Per-job device overrides (``--job-devices``); otherwise :func:`.placement.place_jobs` decides."""
-    sampling_process: bool = False
-    """Run each sampling job's engine in its own OS process (``--sampling-process``; a job's
-    ``extensions.sampling_process`` overrides it): :mod:`.sampling_process`."""
-    sampling_engine: str = "auto"
-    """``--sampling-engine``: ``auto`` (vLLM when installed, always on CUDA), ``vllm`` or ``torch``; a job's
-    ``extensions.sampling_engine`` overrides it (:mod:`.vllm_engine`)."""
-    threads: int = 1
-    """``--threads``: torch threads of the server; also the OpenMP threads of a CPU vLLM engine's worker."""
-
-
-@dataclass
 class Job:
     job_id: int
-    job_type: str
+    job_type: JobType
     model_name: str
     config: JobConfig
     status: str = JobStatus.PENDING
@@ -329,9 +302,8 @@ class JobRegistry:
         lim = self.limits
         if cfg.job_type not in JOB_TYPES:
             raise RequestError(f"unknown job_type {cfg.job_type!r} (one of {JOB_TYPES})", 400)
-        workers = {"training": lim.training_gpus, "sampling": lim.sampling_gpus, "log_prob": lim.log_prob_gpus}
-        if workers[cfg.job_type] <= 0:
-            flag = "--" + cfg.job_type.replace("_", "-") + "-gpus"
+        if lim.job_gpus()[cfg.job_type] <= 0:
+            flag = gpus_flag(cfg.job_type)
             raise RequestError(f"this server was started with {flag} 0; it cannot host a {cfg.job_type} job", 400)
         model = cfg.model_name or lim.default_model
         if not model:
@@ -432,7 +404,7 @@ class JobRegistry:
                     engine = SamplingEngine(settings, max_batch_rows=max(1, rows))
             else:
                 engine = ForwardEngine(settings)
-        except Exception as e:  # noqa: BLE001 - any build failure becomes the job's reason
+        except Exception as e:  # any build failure becomes the job's reason
             logger.exception("job %d (%s) failed to initialize", job.job_id, job.job_type)
             if engine is not None:
                 engine.close()
@@ -440,7 +412,7 @@ class JobRegistry:
             gc.collect()
             with self._lock:
                 if not job.destroy_requested:  # a destroyed (abandoned) build stays TERMINATED
-                    job.set(JobStatus.FAILED, f"initialization failed: {_one_line(e)}")
+                    job.set(JobStatus.FAILED, f"initialization failed: {one_line(e)}")
             return
         with self._lock:
             abandoned = job.destroy_requested
@@ -454,9 +426,7 @@ class JobRegistry:
             return
         logger.info("job %d (%s) running: %s on %s/%s", job.job_id, job.job_type, job.model_name, job.device, job.dtype)
         if job.sampling_engine:
-            logging.getLogger("arctic_platform.server.events").info(
-                "job %d: sampling engine: %s", job.job_id, job.sampling_engine
-            )
+            events.info("job %d: sampling engine: %s", job.job_id, job.sampling_engine)
 
     # ---- destroy ----
     def destroy(self, job: Job, reason: str, lock_timeout: float | None = None) -> None:
@@ -562,7 +532,7 @@ def job_device(lim: ServerLimits, cfg: JobConfig) -> str:
     from .placement import ONE_DEVICE, PlacementError, check_device, place_jobs
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    requested = {"training": lim.training_gpus, "sampling": lim.sampling_gpus, "log_prob": lim.log_prob_gpus}
+    requested = lim.job_gpus()
     try:
         asked = str(_ext(cfg, "device") or "auto")
         if asked in ("auto", "cuda"):
@@ -578,11 +548,6 @@ def job_device(lim: ServerLimits, cfg: JobConfig) -> str:
     if (cfg.num_devices or 1) > 1 and device.startswith("cuda"):
         raise RequestError(f"the {cfg.job_type} job asks for num_devices={cfg.num_devices}: {ONE_DEVICE}", 400)
     return device
-
-
-def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return f"{type(e).__name__}: {text}"[:2000]
 
 
 def torch_cuda_available() -> bool:

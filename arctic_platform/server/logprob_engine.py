@@ -17,10 +17,10 @@
 from __future__ import annotations
 
 from .errors import RequestError
-from .model_engine import EngineSettings, _copy_weights, _ModelEngine
+from .model_engine import EngineSettings, ModelEngine, copy_weights
 
 
-class ForwardEngine(_ModelEngine):
+class ForwardEngine(ModelEngine):
     """Forward-only engine (job ``log_prob``): reference log-probs with the initial weights."""
 
     kind = "log_prob"
@@ -36,9 +36,9 @@ class ForwardEngine(_ModelEngine):
 
             try:
                 self._tokenizer = AutoTokenizer.from_pretrained(self.settings.model_path)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 raise RequestError(f"the model folder has no usable tokenizer for text prompts ({e})", 422) from None
         return self._tokenizer
 
     def load_weights_from(self, source_model) -> None:
-        _copy_weights(source_model, self.model)
+        copy_weights(source_model, self.model)

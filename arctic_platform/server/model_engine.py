@@ -30,7 +30,8 @@ from typing import Any
 
 import torch
 
-from .batch import _check_processing, parse_dense_batch, position_ids_from_mask
+from ..protocol import DEFAULT_MAX_SEQ_LEN, DEFAULT_SEED
+from .batch import check_processing, parse_dense_batch, position_ids_from_mask
 from .errors import RequestError
 
 
@@ -41,9 +42,9 @@ class EngineSettings:
     model_path: str
     device: str = "cpu"
     dtype: str = "float32"
-    max_seq_len: int = 8192
+    max_seq_len: int = DEFAULT_MAX_SEQ_LEN
     attn_implementation: str = "sdpa"
-    seed: int = 42
+    seed: int = DEFAULT_SEED
 
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
@@ -91,7 +92,7 @@ def load_model(s: EngineSettings, *, train: bool):
     return model
 
 
-def _param_items(model) -> list[tuple[str, torch.nn.Parameter]]:
+def param_items(model) -> list[tuple[str, torch.nn.Parameter]]:
     """Named parameters, each tensor once (tied embeddings are listed under their first name)."""
     return list(model.named_parameters())
 
@@ -101,13 +102,18 @@ def weight_norm(model) -> tuple[float, int]:
     total = torch.zeros((), dtype=torch.float64)
     n = 0
     with torch.no_grad():
-        for _, p in _param_items(model):
+        for _, p in param_items(model):
             total += p.detach().to("cpu", torch.float64).square().sum()
             n += p.numel()
     return math.sqrt(total.item()), n
 
 
-def _temperature(t: Any) -> float:
+def meta_temperature(t: Any) -> float:
+    """``meta.temperature`` as the divisor of the logits: None or 0 mean 1.0 (greedy reports log-probs at T = 1).
+
+    Raises:
+        RequestError: 422 for a negative or non-finite value.
+    """
     if t is None:
         return 1.0
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
@@ -140,7 +146,9 @@ def model_logits(model, input_ids, attention_mask, position_ids, temperature: fl
     return logits / temperature if temperature != 1.0 else logits
 
 
-class _ModelEngine:
+class ModelEngine:
+    """The base of the torch engines: one ``AutoModelForCausalLM``, the forward pass, sleep / wake, ``/log-probs``."""
+
     kind = "base"
 
     def __init__(self, settings: EngineSettings, *, train: bool, param_dtype: str | None = None):
@@ -166,8 +174,8 @@ class _ModelEngine:
     def forward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
         """Predict-next log-probs ``[B, L]`` (and entropy) at ``meta.temperature``; see the module docstring."""
         meta = meta or {}
-        _check_processing(processing, forward_only=True)
-        temperature = _temperature(meta.get("temperature"))
+        check_processing(processing, forward_only=True)
+        temperature = meta_temperature(meta.get("temperature"))
         want_entropy = bool(meta.get("calculate_entropy", False))
         db = parse_dense_batch(
             batch, meta, vocab_size=self.vocab_size, max_seq_len=self.settings.max_seq_len, need_response=False
@@ -301,9 +309,10 @@ def _optimizer_to(opt, device) -> None:
                 st[k] = v.to(device)
 
 
-def _copy_weights(src, dst) -> None:
+def copy_weights(src, dst) -> None:
+    """Copy ``src``'s parameters into ``dst`` in place (same names and shapes; 409 otherwise)."""
     dst_params = dict(dst.named_parameters())
-    src_items = _param_items(src)
+    src_items = param_items(src)
     if set(n for n, _ in src_items) != set(dst_params):
         raise RequestError("source and target models have different parameter names; cannot sync weights", 409)
     with torch.no_grad():

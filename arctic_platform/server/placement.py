@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-JOB_ORDER = ("training", "sampling", "log_prob")
+from ..protocol import JOB_TYPES
 
 ONE_DEVICE = (
     "the embedded server runs a job on one device; for multi-GPU jobs point the plugin at an Arctic-Platform "
@@ -43,8 +43,8 @@ def parse_job_devices(spec: str | None) -> dict[str, str]:
             continue
         job, sep, dev = part.partition("=")
         job, dev = job.strip().replace("-", "_"), dev.strip()
-        if not sep or job not in JOB_ORDER or not dev:
-            raise PlacementError(f"--job-devices entry {part!r} is not JOB=DEVICE with JOB one of {JOB_ORDER}")
+        if not sep or job not in JOB_TYPES or not dev:
+            raise PlacementError(f"--job-devices entry {part!r} is not JOB=DEVICE with JOB one of {JOB_TYPES}")
         out[job] = dev
     return out
 
@@ -87,10 +87,10 @@ def place_jobs(
         PlacementError: a job asking for more than one GPU on CUDA (:data:`ONE_DEVICE`), a device that does not
             exist, or an unknown job type.
     """
-    unknown = sorted(set(requested) - set(JOB_ORDER)) + sorted(set(overrides or {}) - set(JOB_ORDER))
+    unknown = sorted(set(requested) - set(JOB_TYPES)) + sorted(set(overrides or {}) - set(JOB_TYPES))
     if unknown:
-        raise PlacementError(f"unknown job type(s) {unknown} (one of {JOB_ORDER})")
-    jobs = [j for j in JOB_ORDER if int(requested.get(j, 0)) > 0]
+        raise PlacementError(f"unknown job type(s) {unknown} (one of {JOB_TYPES})")
+    jobs = [j for j in JOB_TYPES if int(requested.get(j, 0)) > 0]
     if device == "auto":
         device = "cuda" if device_count > 0 else "cpu"
     out: dict[str, str] = {}
@@ -115,4 +115,4 @@ def place_jobs(
 
 def describe(placement: dict[str, str]) -> str:
     """One line for logs and /status, e.g. ``training=cuda:0 sampling=cuda:1 log_prob=cuda:2``."""
-    return " ".join(f"{j}={placement[j]}" for j in JOB_ORDER if j in placement)
+    return " ".join(f"{j}={placement[j]}" for j in JOB_TYPES if j in placement)

@@ -27,7 +27,7 @@ import torch
 
 from .batch import position_ids_from_mask
 from .errors import RequestError
-from .model_engine import EngineSettings, _copy_weights, _ModelEngine
+from .model_engine import EngineSettings, ModelEngine, copy_weights
 
 logger = logging.getLogger("arctic_platform.server")
 
@@ -56,7 +56,7 @@ class GenerateItem:
     """vLLM's: after temperature, tokens with probability below ``min_p`` x the top probability are dropped."""
 
 
-class SamplingEngine(_ModelEngine):
+class SamplingEngine(ModelEngine):
     """Generation engine (job ``sampling``) with its own copy of the weights."""
 
     kind = "sampling"
@@ -92,21 +92,19 @@ class SamplingEngine(_ModelEngine):
         if self._tokenizer is None and not getattr(self, "_no_tokenizer", False):
             try:
                 self.tokenizer()
-            except Exception:  # noqa: BLE001 - a model folder without a tokenizer still serves token ids
+            except Exception:  # a model folder without a tokenizer still serves token ids
                 logger.warning("no tokenizer in %s: generate results carry text=null", self.settings.model_path)
                 self._no_tokenizer = True
         return self._tokenizer
 
     def load_weights_from(self, source_model) -> None:
-        _copy_weights(source_model, self.model)
+        copy_weights(source_model, self.model)
 
     # ---- sleep / wake (docs/arctic-rl-protocol.md §7) ----
     def sleep(self, level: int) -> dict:
         if level not in (1, 2):
             raise RequestError(f"sleep level must be 1 or 2, got {level}")
-        if self.device.type == "cuda":
-            self.model.to("cpu")
-            torch.cuda.empty_cache()
+        self._release(level)
         self.state = "sleeping"
         return {"state": self.state, "level": level}
 
@@ -118,8 +116,7 @@ class SamplingEngine(_ModelEngine):
         wake_kv = tags is None or "kv_cache" in tags
         if wake_kv and not wake_weights and self.state == "sleeping":
             raise RequestError("cannot wake kv_cache before weights (wake ['weights'] first)", 409)
-        if wake_weights and self.device.type == "cuda":
-            self.model.to(self.device)
+        self._restore(tags, wake_weights)
         if wake_weights and wake_kv:
             self.state = "ready"
         elif wake_weights:
@@ -127,6 +124,17 @@ class SamplingEngine(_ModelEngine):
         elif wake_kv:
             self.state = "ready"
         return {"state": self.state}
+
+    def _release(self, level: int) -> None:
+        """:meth:`sleep`'s memory part: the weights go to CPU (a CPU engine keeps them; only the state changes)."""
+        if self.device.type == "cuda":
+            self.model.to("cpu")
+            torch.cuda.empty_cache()
+
+    def _restore(self, tags: list[str] | None, wake_weights: bool) -> None:
+        """:meth:`wake`'s memory part, before the state moves on: the weights back to the engine's device."""
+        if wake_weights and self.device.type == "cuda":
+            self.model.to(self.device)
 
     # ---- generation ----
     def generate(self, items: list[GenerateItem]) -> tuple[list[dict], int]:

@@ -16,7 +16,7 @@
 
 In one Python process the sampling and training engines of the embedded server contend for the GIL: with a small
 model the work is Python-bound, so the two jobs barely overlap. :class:`ProcessSamplingEngine` runs a
-:class:`.engines.SamplingEngine` in a ``spawn`` child owned by the job and forwards every call over a pipe:
+:class:`.sampling_engine.SamplingEngine` in a ``spawn`` child owned by the job and forwards every call over a pipe:
 
 * Control messages are plain dicts (``op`` + JSON-like values); tensors never travel through the pipe. A weight
   sync writes the source model's unique parameters to a safetensors file (under ``/dev/shm`` when it exists) and
@@ -44,7 +44,10 @@ from typing import Any
 
 import torch
 
-from .engines import EngineSettings, GenerateItem, RequestError, SamplingEngine, _param_items, weight_norm
+from ..reasons import one_line
+from .errors import RequestError
+from .model_engine import EngineSettings, param_items, weight_norm
+from .sampling_engine import GenerateItem, SamplingEngine
 
 logger = logging.getLogger("arctic_platform.server")
 
@@ -59,7 +62,7 @@ class SamplingProcessError(RuntimeError):
 
 
 def engine_weight_norm(engine) -> tuple[float, int]:
-    """:func:`.engines.weight_norm` of an engine's model, wherever that model lives (a sampling process, vLLM)."""
+    """:func:`.model_engine.weight_norm` of an engine's model, wherever that model lives (a sampling process, vLLM)."""
     if callable(getattr(engine, "weight_norm", None)):
         return engine.weight_norm()
     return weight_norm(engine.model)
@@ -159,7 +162,7 @@ class ProcessSamplingEngine(SamplingEngine):
         """Write ``source_model``'s unique parameters to a safetensors file; the child copies them in."""
         from safetensors.torch import save_file
 
-        state = {n: p.detach().to("cpu").contiguous() for n, p in _param_items(source_model)}
+        state = {n: p.detach().to("cpu").contiguous() for n, p in param_items(source_model)}
         path = os.path.join(self._tmp, "weights.safetensors")
         tmp = path + ".tmp"
         save_file(state, tmp)
@@ -251,8 +254,8 @@ def _child_main(conn, settings: dict, max_batch_rows: int, threads: int, parent_
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
     try:
         eng = SamplingEngine(EngineSettings(**settings), max_batch_rows=max_batch_rows)
-    except Exception as e:  # noqa: BLE001 - the build failure is the job's reason
-        conn.send({"ok": False, "kind": "internal", "error": _one_line(e)})
+    except Exception as e:  # the build failure is the job's reason
+        conn.send({"ok": False, "kind": "internal", "error": one_line(e)})
         return
     eng.abort = abort
     while True:
@@ -284,15 +287,10 @@ def _child_main(conn, settings: dict, max_batch_rows: int, threads: int, parent_
             reply = {"ok": True, "value": value}
         except RequestError as e:
             reply = {"ok": False, "kind": "request", "error": e.reason, "status": e.status}
-        except Exception as e:  # noqa: BLE001 - reported to the parent, which raises it
+        except Exception as e:  # reported to the parent, which raises it
             logger.exception("sampling process: %s failed", op)
-            reply = {"ok": False, "kind": "internal", "error": _one_line(e)}
+            reply = {"ok": False, "kind": "internal", "error": one_line(e)}
         try:
             conn.send(reply)
         except (EOFError, OSError):
             return
-
-
-def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return f"{type(e).__name__}: {text}"[:2000]

@@ -31,16 +31,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..protocol import DEFAULT_BETAS, DEFAULT_EPS, DEFAULT_GRAD_CLIP, DEFAULT_LR, DEFAULT_WEIGHT_DECAY
+
 
 @dataclass
 class TrainingSettings:
     """Optimizer, schedule, precision and adapter of a training job (:func:`.jobs.training_settings`)."""
 
-    lr: float = 1e-6
-    betas: tuple[float, float] = (0.9, 0.999)
-    weight_decay: float = 0.01
-    eps: float = 1e-8
-    grad_clip: float | None = 1.0
+    lr: float = DEFAULT_LR
+    betas: tuple[float, float] = DEFAULT_BETAS
+    weight_decay: float = DEFAULT_WEIGHT_DECAY
+    eps: float = DEFAULT_EPS
+    grad_clip: float | None = DEFAULT_GRAD_CLIP
     lr_scheduler_type: str = "constant"
     """``constant`` or ``cosine`` (verl's ``optim.lr_scheduler_type``)."""
     warmup_steps: int = 0

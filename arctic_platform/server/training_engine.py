@@ -43,15 +43,15 @@ from pathlib import Path
 import torch
 
 from . import loss as L
-from .batch import _check_processing, _num, parse_dense_batch
+from .batch import check_processing, meta_number, parse_dense_batch
 from .errors import RequestError
 from .model_engine import (
     EngineSettings,
-    _ModelEngine,
-    _param_items,
-    _temperature,
+    ModelEngine,
     entropy_from_logits,
+    meta_temperature,
     model_logits,
+    param_items,
     token_logprobs,
 )
 from .schedule import TrainingSettings, build_scheduler
@@ -87,7 +87,7 @@ class MergedWeights:
                 yield name.replace(".base_layer", ""), value
 
 
-class TrainingEngine(_ModelEngine):
+class TrainingEngine(ModelEngine):
     """Policy engine (job ``training``)."""
 
     kind = "training"
@@ -102,7 +102,7 @@ class TrainingEngine(_ModelEngine):
             self._wrap_lora(training.lora)
         if training.gradient_checkpointing:
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.param_names = [n for n, p in _param_items(self.model) if p.requires_grad]
+        self.param_names = [n for n, p in param_items(self.model) if p.requires_grad]
         params = dict(self.model.named_parameters())
         self.params = [params[n] for n in self.param_names]
         self.optimizer = torch.optim.AdamW(
@@ -155,13 +155,13 @@ class TrainingEngine(_ModelEngine):
 
     def _forward_backward(self, batch: dict, meta: dict, processing: dict | None) -> dict:
         meta = meta or {}
-        _check_processing(processing, forward_only=False)
+        check_processing(processing, forward_only=False)
         try:
             cfg = L.actor_config_from_meta(meta.get("actor_config"), meta.get("policy_loss_config"))
             mb = L.micro_batching_from_meta(meta, self.training.micro_batch_size)
         except L.LossConfigError as e:
             raise RequestError(str(e)) from None
-        temperature = _temperature(meta.get("temperature"))
+        temperature = meta_temperature(meta.get("temperature"))
         db = parse_dense_batch(
             batch, meta, vocab_size=self.vocab_size, max_seq_len=self.settings.max_seq_len, need_response=True
         )
@@ -174,8 +174,8 @@ class TrainingEngine(_ModelEngine):
         mask = db.resp["response_mask"]
         # The mini-batch's global denominators (docs/arctic-rl-protocol.md §4 meta), else this call's own: every
         # micro-batch is normalised by the same T and N, so their sum is the whole call's loss.
-        bnt = _num(meta, "batch_num_tokens")
-        gbs = _num(meta, "global_batch_size")
+        bnt = meta_number(meta, "batch_num_tokens")
+        gbs = meta_number(meta, "global_batch_size")
         if bnt is None:
             bnt = int(mask.sum())
         if gbs is None:
@@ -375,7 +375,7 @@ class TrainingEngine(_ModelEngine):
         tmp.mkdir()
         try:
             save_file(
-                {n: p.detach().to("cpu").contiguous() for n, p in _param_items(self.model)},
+                {n: p.detach().to("cpu").contiguous() for n, p in param_items(self.model)},
                 str(tmp / "model.safetensors"),
             )
             opt_tensors: dict[str, torch.Tensor] = {}
@@ -477,7 +477,7 @@ class TrainingEngine(_ModelEngine):
         if state["param_names"] != self.param_names:
             raise RequestError(f"{target}: parameter names differ from this job's model", 409)
         weights = load_file(str(target / "model.safetensors"))
-        params = dict(_param_items(self.model))
+        params = dict(param_items(self.model))
         if set(weights) != set(params):
             raise RequestError(f"{target}: model.safetensors names differ from this job's model", 409)
         with torch.no_grad():

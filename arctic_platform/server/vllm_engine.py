@@ -56,9 +56,11 @@ from typing import Any
 
 import torch
 
+from ..reasons import one_line
 from .errors import RequestError
-from .model_engine import EngineSettings, _param_items
+from .model_engine import EngineSettings, param_items
 from .sampling_engine import GenerateItem, SamplingEngine
+from .settings import SAMPLING_ENGINES
 
 logger = logging.getLogger("arctic_platform.server")
 
@@ -71,7 +73,6 @@ __all__ = [
     "vllm_available",
 ]
 
-SAMPLING_ENGINES = ("auto", "vllm", "torch")
 WORKER_EXTENSION = "arctic_platform.server.vllm_worker.ArcticWorkerExtension"
 DEFAULT_CPU_KV_CACHE_BYTES = 256 * 1024**2
 """KV cache of a CPU engine unless ``vllm_config.kv_cache_memory_bytes`` (or vLLM's ``VLLM_CPU_KVCACHE_SPACE``, in
@@ -198,11 +199,11 @@ def check_vllm_config(settings: EngineSettings, vllm_config: dict | None) -> dic
         EngineArgs(**kw).create_engine_config()
     except RequestError:
         raise
-    except Exception as e:  # noqa: BLE001 - vLLM's validation errors come in many types
+    except Exception as e:  # vLLM's validation errors come in many types
         keys = sorted(k for k in (vllm_config or {}) if k in str(e))
         if keys:
-            raise RequestError(f"vllm_config {keys} rejected by vLLM: {_one_line(e)}", 422) from None
-        raise RequestError(f"vLLM cannot serve this job (model_name / vllm_config): {_one_line(e)}", 400) from None
+            raise RequestError(f"vllm_config {keys} rejected by vLLM: {one_line(e, 1500)}", 422) from None
+        raise RequestError(f"vLLM cannot serve this job (model_name / vllm_config): {one_line(e, 1500)}", 400) from None
     return kw
 
 
@@ -323,7 +324,7 @@ class VllmSamplingEngine(SamplingEngine):
             if live and self._engine is not None:
                 try:
                     eng.abort_request(list(live))
-                except Exception:  # noqa: BLE001 - the original error is the one to report
+                except Exception:  # the original error is the one to report
                     logger.exception("vLLM: aborting the requests of a failed batch failed")
             raise
         return [r for r in results if r is not None], version
@@ -352,7 +353,7 @@ class VllmSamplingEngine(SamplingEngine):
         """Training model -> vLLM: safetensors under /dev/shm, loaded by the worker extension; prefix cache reset."""
         from safetensors.torch import save_file
 
-        state = {n: p.detach().to("cpu").contiguous() for n, p in _param_items(source_model)}
+        state = {n: p.detach().to("cpu").contiguous() for n, p in param_items(source_model)}
         names = set(state)
         if self._ckpt_shapes is not None:
             want = set(self._ckpt_shapes)
@@ -393,31 +394,13 @@ class VllmSamplingEngine(SamplingEngine):
         return self._loaded_norm
 
     # ---- sleep / wake / prefix cache ----
-    def sleep(self, level: int) -> dict:
-        if level not in (1, 2):
-            raise RequestError(f"sleep level must be 1 or 2, got {level}")
+    def _release(self, level: int) -> None:
         if self.device.type == "cuda":
             self._engine.sleep(level)
-        self.state = "sleeping"
-        return {"state": self.state, "level": level}
 
-    def wake(self, tags: list[str] | None) -> dict:
-        tags = None if tags is None else list(tags)
-        if tags is not None and any(t not in ("weights", "kv_cache") for t in tags):
-            raise RequestError(f"wake tags must be 'weights' and/or 'kv_cache', got {tags}")
-        wake_weights = tags is None or "weights" in tags
-        wake_kv = tags is None or "kv_cache" in tags
-        if wake_kv and not wake_weights and self.state == "sleeping":
-            raise RequestError("cannot wake kv_cache before weights (wake ['weights'] first)", 409)
+    def _restore(self, tags: list[str] | None, wake_weights: bool) -> None:
         if self.device.type == "cuda" and self.state != "ready":
             self._engine.wake_up(tags)
-        if wake_weights and wake_kv:
-            self.state = "ready"
-        elif wake_weights:
-            self.state = "weights_ready" if self.state == "sleeping" else self.state
-        elif wake_kv:
-            self.state = "ready"
-        return {"state": self.state}
 
     def reset_prefix_cache(self) -> bool:
         return bool(self._engine.reset_prefix_cache())
@@ -431,7 +414,7 @@ class VllmSamplingEngine(SamplingEngine):
         if eng is not None:
             try:
                 eng.engine_core.shutdown()
-            except Exception:  # noqa: BLE001 - shutting down anyway
+            except Exception:  # shutting down anyway
                 logger.exception("vLLM engine shutdown failed")
         shutil.rmtree(self._tmp, ignore_errors=True)
 
@@ -524,8 +507,3 @@ class _environ:
             else:
                 os.environ[k] = v
         return False
-
-
-def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return f"{type(e).__name__}: {text}"[:1500]

@@ -95,7 +95,7 @@ def kernel_stats(kernel, name: str) -> list[dict]:
         for i, ck in enumerate(entry[0].values()):
             try:  # n_regs / n_spills are filled when the binary is loaded (first launch); load it if not yet
                 ck._init_handles()
-            except Exception:  # noqa: BLE001 - older/newer triton: the attributes may already be there
+            except Exception:  # older/newer triton: the attributes may already be there
                 pass
             md = getattr(ck, "metadata", None)
             consts = getattr(getattr(ck, "src", None), "constants", None) or {}

@@ -57,7 +57,7 @@ def server(workdir: Path, *args: str):
     import httpx
 
     port_file = workdir / "port"
-    log = open(workdir / "server.log", "wb")  # noqa: SIM115
+    log = open(workdir / "server.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "arctic_platform.server", "--port", "0", "--port-file", str(port_file), *args],
         stdout=log,

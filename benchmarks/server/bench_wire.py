@@ -1,10 +1,12 @@
 # Copyright 2026 The arctic-verl Authors
 # SPDX-License-Identifier: Apache-2.0
-"""Wire framing: DSSST1 (arctic_platform.wire) vs the legacy ARCW1 framing, [256, 1536] batch with 6 fields.
+"""Wire framing: DSSST1 (arctic_platform.wire) vs ``torch.save`` (the pickle wire of the 0.1.2 generation), on a
+[256, 1536] batch with 6 fields.
 
 Both encode and decode the same ``{"batch": {6 fields}}`` frame in one run; the batch must come back exactly from
-each. ARCW1 is the private framing DSSST1 replaced (benchmarks/server/legacy_wire_arcw1.py, a copy of main's
-wire.py before the switch); ``--with-json`` adds JSON lists as a third row.
+each (``torch.load(weights_only=True)``: the safe way to read a pickle at all). ``--with-json`` adds JSON lists as a
+third row. The ARCW1 framing DSSST1 replaced is no longer kept; its last measured ratio is in
+docs/arctic-rl-server.md ("Wire framing").
 
 Run: ``python benchmarks/server/bench_wire.py [--out DIR]`` (prints the ratios, writes bench_wire.csv into DIR,
 default benchmarks/results/server/).
@@ -13,13 +15,13 @@ default benchmarks/results/server/).
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import legacy_wire_arcw1 as arcw1  # noqa: E402
 import torch  # noqa: E402
 from _common import timeit, write_csv  # noqa: E402
 
@@ -36,6 +38,16 @@ def batch(rows: int, cols: int) -> dict[str, torch.Tensor]:
         "advantages": torch.randn(rows, cols, generator=g),
         "rollout_is_weights": torch.rand(rows, cols, generator=g),
     }
+
+
+def pickle_encode(tree) -> bytes:
+    buf = io.BytesIO()
+    torch.save(tree, buf)
+    return buf.getvalue()
+
+
+def pickle_decode(data: bytes):
+    return torch.load(io.BytesIO(data), weights_only=True)
 
 
 def json_encode(tree):
@@ -71,7 +83,7 @@ def main() -> int:
     b = batch(args.rows, args.cols)
     meta = {"rows": args.rows, "cols": args.cols, "fields": len(b), "threads": args.threads}
     results = [
-        measure("arcw1_legacy", arcw1.encode, arcw1.decode, b, args.repeat, meta),
+        measure("torch_save", pickle_encode, pickle_decode, b, args.repeat, meta),
         measure("dssst1", wire.encode, wire.decode, b, args.repeat, meta),
     ]
     if args.with_json:
@@ -87,7 +99,7 @@ def main() -> int:
         )
     old, new = results[0], results[1]
     print(
-        f"ratio DSSST1 / ARCW1: round trip {new['round_trip_s'] / old['round_trip_s']:.2f}x, "
+        f"ratio DSSST1 / torch.save: round trip {new['round_trip_s'] / old['round_trip_s']:.2f}x, "
         f"encode {new['encode_s'] / old['encode_s']:.2f}x, decode {new['decode_s'] / old['decode_s']:.2f}x, "
         f"bytes {new['bytes'] / old['bytes']:.4f}x  ({path})"
     )

@@ -143,7 +143,7 @@ def static_profile(opts: DictConfig, *, timeout: float = 5.0) -> tuple[BackendPr
             reply = httpx.get(f"{url}/health", timeout=timeout, trust_env=False)
             reply.raise_for_status()
             return profile_from_health(reply.json()), f"{url}/health"
-        except Exception as e:  # noqa: BLE001 - unreachable: check against the strictest known profile
+        except Exception as e:  # unreachable: check against the strictest known profile
             return ARCTIC_PLATFORM_MAIN, f"{url} unreachable ({type(e).__name__}); assumed Arctic-Platform main"
     return ARCTIC_PLATFORM_MAIN, "cortex (Arctic-Platform main's engine)"
 
@@ -374,6 +374,7 @@ class ArcticRemoteBackend(RemoteBackend):
         opts = validate_arctic_config(main_config)
         client_config = build_client_config(main_config, opts)
         from arctic_platform.client import ArcticRLClient
+        from arctic_platform.protocol import job_gpu_counts
 
         client = ArcticRLClient(client_config)
         try:
@@ -389,7 +390,7 @@ class ArcticRemoteBackend(RemoteBackend):
             client.close()
             raise
         on_gpu = str(training.get("device", "cpu")).startswith("cuda")
-        gpus = client_config.training_gpus + client_config.sampling_gpus + client_config.log_prob_gpus
+        gpus = sum(job_gpu_counts(client_config).values())
         handle["num_gpus"] = gpus if on_gpu else 0
         handle["training_gpus"] = client_config.training_gpus if on_gpu else 0
         handle["device_name"] = training.get("device_name", "")

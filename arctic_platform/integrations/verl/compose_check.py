@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     notes: list[str] = []
     try:
         cfg = check(argv, notes=notes)
-    except Exception as e:  # noqa: BLE001 - a dry run reports any failure as one line
+    except Exception as e:  # a dry run reports any failure as one line
         print(f"compose_check: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     print(OmegaConf.to_yaml(cfg, resolve=True))

@@ -69,7 +69,7 @@ class _Lines:
         t0 = time.monotonic()
         try:
             result = fn()
-        except Exception as e:  # noqa: BLE001 - every failure is a line with the server's words, then a non-zero exit
+        except Exception as e:  # every failure is a line with the server's words, then a non-zero exit
             self.failed += 1
             self.out(f"FAIL {what} ({time.monotonic() - t0:.1f}s): {_words(e)}")
             return None
@@ -80,7 +80,7 @@ class _Lines:
         t0 = time.monotonic()
         try:
             result = await awaitable
-        except Exception as e:  # noqa: BLE001 - as call()
+        except Exception as e:  # as call()
             self.failed += 1
             self.out(f"FAIL {what} ({time.monotonic() - t0:.1f}s): {_words(e)}")
             return None
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(parser)
     try:
         return run(parser.parse_args(argv))
-    except Exception:  # noqa: BLE001 - a preflight prints what broke and fails
+    except Exception:  # a preflight prints what broke and fails
         traceback.print_exc()
         return 1
 

@@ -12,13 +12,16 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 # SPDX-License-Identifier: Apache-2.0
-"""The server's routes by concern; each module's ``register(app, ctx)`` adds its endpoints (:func:`..app.create_app`).
+"""The server's routes by concern: each module has one ``router`` (a FastAPI ``APIRouter``) that
+:func:`..app.create_app` includes.
 
 | Module | Routes |
 |---|---|
-| ``_common.py`` | shared: app context, body readers, frame / JSON replies, error mapping, token / body-size guard |
+| ``context.py`` | shared: the app context and job lookup as FastAPI dependencies (``Ctx``, ``TrainingJob``, ...) |
+| ``bodies.py`` | shared: JSON bodies into protocol models, wire frames in and out |
+| ``inference_ops.py`` | shared: sampling sleep / wake / prefix-cache reset (their routes and /operation) |
 | ``jobs.py`` | /health, /status, /job/{id}, /initialize, /destroy |
 | ``training.py`` | /forward-backward, /forward, /step, /save, /load-checkpoint, sleep / wake of training and log_prob |
-| ``sampling.py`` | /generate (batcher), /sleep-inference, /wake-inference, /reset-prefix-cache, /log-probs |
+| ``sampling.py`` | /generate (via ``..batcher``), /sleep-inference, /wake-inference, /reset-prefix-cache, /log-probs |
 | ``admin.py`` | /weight-sync, /weight-norm, /operation, 410 on legacy paths |
 """

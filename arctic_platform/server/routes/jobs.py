@@ -19,75 +19,78 @@ from __future__ import annotations
 import asyncio
 import time
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Request
 
 from ...protocol import CAPABILITIES, DestroyRequest, JobConfig, JobStatus
-from ..capabilities import server_profile
+from ..engine_calls import in_thread
 from ..errors import RequestError
-from ._common import AppContext, _json_body, _model, _thread, events
+from ..logs import events
+from .bodies import parse_model, read_json
+from .context import Ctx
+
+router = APIRouter()
 
 
-def register(app: FastAPI, ctx: AppContext) -> None:
-    """Add the job lifecycle routes to ``app``."""
-    limits, registry, background, started_at = ctx.limits, ctx.registry, ctx.background, ctx.started_at
-    profile = server_profile().model_dump(mode="json")
+@router.get("/health")
+async def health(ctx: Ctx):
+    # The reference answers {"status": "OK"}; "capabilities" (protocol.CAPABILITIES) and "profile" (what the
+    # engines honour: backend_profile.BackendProfile) are this server's extensions.
+    return {"status": "OK", "capabilities": list(CAPABILITIES), "profile": ctx.profile}
 
-    # ---- control plane ----
-    @app.get("/health")
-    async def health():
-        # The reference answers {"status": "OK"}; "capabilities" (protocol.CAPABILITIES) and "profile" (what the
-        # engines honour: backend_profile.BackendProfile) are this server's extensions.
-        return {"status": "OK", "capabilities": list(CAPABILITIES), "profile": profile}
 
-    @app.get("/status")
-    async def status():
-        return {
-            "training_gpus": limits.training_gpus,
-            "sampling_gpus": limits.sampling_gpus,
-            "log_prob_gpus": limits.log_prob_gpus,
-            "jobs": {str(j.job_id): j.info() for j in registry.all()},
-            "server": {
-                "uptime_s": time.time() - started_at,
-                "default_model": limits.default_model,
-                "busy": registry.meter.snapshot(),
-            },
-        }
+@router.get("/status")
+async def status(ctx: Ctx):
+    limits, registry = ctx.limits, ctx.registry
+    return {
+        **{f"{job_type}_gpus": n for job_type, n in limits.job_gpus().items()},
+        "jobs": {str(j.job_id): j.info() for j in registry.all()},
+        "server": {
+            "uptime_s": time.time() - ctx.started_at,
+            "default_model": limits.default_model,
+            "busy": registry.meter.snapshot(),
+        },
+    }
 
-    @app.get("/job/{job_id}")
-    async def job_info(job_id: int):
-        return registry.get(job_id).info()
 
-    @app.post("/initialize")
-    async def initialize(request: Request):
-        cfg = _model(JobConfig, await _json_body(request, required=True))
-        job = registry.create(cfg)
+@router.get("/job/{job_id}")
+async def job_info(ctx: Ctx, job_id: int):
+    return ctx.registry.get(job_id).info()
 
-        async def build():
-            await _thread(registry.build, job)
 
-        task = asyncio.create_task(build())
-        background.add(task)
-        task.add_done_callback(background.discard)
-        return {
-            "job_id": job.job_id,
-            "job_type": job.job_type,
-            "running": job.status == JobStatus.RUNNING,
-            "status": job.status,  # extension: PENDING while the build runs (poll /job/{id})
-        }
+@router.post("/initialize")
+async def initialize(request: Request, ctx: Ctx):
+    registry = ctx.registry
+    cfg = parse_model(JobConfig, await read_json(request, required=True))
+    job = registry.create(cfg)
 
-    @app.post("/destroy")
-    async def destroy(request: Request, job_id: int | None = None):
-        req = _model(DestroyRequest, await _json_body(request, required=True))
-        if job_id is None:
-            raise RequestError("the job_id query parameter is required", 422)
-        job = registry.get(job_id)
-        if req.job_type != job.job_type:
-            raise RequestError(f"job {job_id} is a {job.job_type} job, not {req.job_type}", 400)
-        served = ""
-        if job.batcher is not None:  # kept, closed: a /generate that races the destroy gets its 409
-            b = job.batcher
-            served = f" (served {b.requests} generate request(s) in {b.batches} engine batch(es))"
-            b.close()
-        await _thread(registry.destroy, job, "destroyed by a client")
-        events.info("destroy: %s job %s destroyed by a client%s", job.job_type, job_id, served)
-        return {"job_id": job_id, "status": job.status}
+    async def build():
+        await in_thread(registry.build, job)
+
+    task = asyncio.create_task(build())
+    ctx.background.add(task)
+    task.add_done_callback(ctx.background.discard)
+    return {
+        "job_id": job.job_id,
+        "job_type": job.job_type,
+        "running": job.status == JobStatus.RUNNING,
+        "status": job.status,  # extension: PENDING while the build runs (poll /job/{id})
+    }
+
+
+@router.post("/destroy")
+async def destroy(request: Request, ctx: Ctx, job_id: int | None = None):
+    # the body first, then the job: as the reference checks them
+    req = parse_model(DestroyRequest, await read_json(request, required=True))
+    if job_id is None:
+        raise RequestError("the job_id query parameter is required", 422)
+    job = ctx.registry.get(job_id)
+    if req.job_type != job.job_type:
+        raise RequestError(f"job {job_id} is a {job.job_type} job, not {req.job_type}", 400)
+    served = ""
+    if job.batcher is not None:  # kept, closed: a /generate that races the destroy gets its 409
+        b = job.batcher
+        served = f" (served {b.requests} generate request(s) in {b.batches} engine batch(es))"
+        b.close()
+    await in_thread(ctx.registry.destroy, job, "destroyed by a client")
+    events.info("destroy: %s job %s destroyed by a client%s", job.job_type, job_id, served)
+    return {"job_id": job_id, "status": job.status}

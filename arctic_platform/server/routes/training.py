@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Request
 
 from ...protocol import (
     SLEEP_TRAINING_MODES,
@@ -31,128 +31,135 @@ from ...protocol import (
     SleepTrainingRequest,
     StepRequest,
 )
+from ..engine_calls import call_locked, in_thread
 from ..errors import RequestError
 from ..jobs import Job
-from ._common import AppContext, _frame, _json_body, _locked, _model, _thread, events, frame_body_reader
+from ..logs import events
+from .bodies import frame_reply, parse_model, read_frame, read_json
+from .context import AppContext, Ctx, ForwardJob, TrainingJob
+
+router = APIRouter()
 
 
-def register(app: FastAPI, ctx: AppContext) -> None:
-    """Add the training routes (and the training / log_prob sleep and wake) to ``app``."""
-    registry, timeout = ctx.registry, ctx.timeout
-    _frame_body = frame_body_reader(ctx.settings)
+async def _batch_op(request: Request, ctx: AppContext, job: Job, method: str):
+    """Read the frame body, then ``job.engine.<method>(batch, meta, processing)`` on an awake engine under the job's
+    lock."""
+    tree = await read_frame(request, ctx.settings)
 
-    # ---- training ----
-    async def _batch_op(request: Request, job_id: int | None, job_types: tuple[str, ...], method: str):
-        """Read the frame body, then ``job.engine.<method>(batch, meta, processing)`` on an awake engine under the
-        job's lock; returns ``(job, result)``."""
-        job = registry.require(job_id, *job_types)
-        tree = await _frame_body(request)
+    def call():
+        job.engine.require_awake()
+        return getattr(job.engine, method)(tree.get("batch"), tree.get("meta") or {}, tree.get("processing"))
 
-        def call():
-            job.engine.require_awake()
-            return getattr(job.engine, method)(tree.get("batch"), tree.get("meta") or {}, tree.get("processing"))
+    return await in_thread(call_locked, job, call, ctx.timeout)
 
-        return job, await _thread(_locked, job, call, timeout)
 
-    @app.post("/forward-backward")
-    async def forward_backward(request: Request, job_id: int | None = None):
-        job, out = await _batch_op(request, job_id, ("training",), "forward_backward")
-        return _frame({"job_id": job.job_id, **out})
+@router.post("/forward-backward")
+async def forward_backward(request: Request, ctx: Ctx, job: TrainingJob):
+    out = await _batch_op(request, ctx, job, "forward_backward")
+    return frame_reply({"job_id": job.job_id, **out})
 
-    @app.post("/forward")
-    async def forward(request: Request, job_id: int | None = None):
-        job, out = await _batch_op(request, job_id, ("training", "log_prob"), "forward")
-        return _frame({"job_id": job.job_id, "avg_loss": None, **out})
 
-    @app.post("/step")
-    async def step(request: Request, job_id: int | None = None):
-        job = registry.require(job_id, "training")
-        req = _model(StepRequest, await _json_body(request))
+@router.post("/forward")
+async def forward(request: Request, ctx: Ctx, job: ForwardJob):
+    out = await _batch_op(request, ctx, job, "forward")
+    return frame_reply({"job_id": job.job_id, "avg_loss": None, **out})
 
-        def call():
-            job.engine.require_awake()
-            return job.engine.step(
-                req.learning_rate,
-                lr_scheduler_step=req.lr_scheduler_step,
-                total_training_steps=req.total_training_steps,
-            )
 
-        out = await _thread(_locked, job, call, timeout)
-        return {"job_id": job.job_id, "batch": {}, **out}
+@router.post("/step")
+async def step(request: Request, ctx: Ctx, job: TrainingJob):
+    req = parse_model(StepRequest, await read_json(request))
 
-    @app.post("/profile")
-    async def profile(request: Request, job_id: int | None = None):
-        """Extension: start / stop the training engine's torch profiler (``{"action": "start"|"stop", ...}``)."""
-        job = registry.require(job_id, "training")
-        req = _model(ProfileRequest, await _json_body(request))
-        path = Path(req.path).expanduser() if req.path else job.checkpoint_root / "profile"
-        out = await _thread(_locked, job, lambda: job.engine.profile(req.action, path, req.tag), timeout)
-        events.info("profile: training job %s %s %s", job.job_id, req.action, out.get("trace", ""))
-        return {"job_id": job.job_id, **out}
-
-    @app.post("/save")
-    async def save(request: Request, job_id: int | None = None):
-        job = registry.require(job_id, "training")
-        req = _model(SaveRequest, await _json_body(request))
-        root = Path(req.path).expanduser() if req.path else job.checkpoint_root
-        out = await _thread(
-            _locked, job, lambda: job.engine.save(root, req.step, req.save_total_limit, req.export_hf), timeout
+    def call():
+        job.engine.require_awake()
+        return job.engine.step(
+            req.learning_rate,
+            lr_scheduler_step=req.lr_scheduler_step,
+            total_training_steps=req.total_training_steps,
         )
-        events.info("save: training job %s -> %s (global_step %s)", job.job_id, out.get("path"), out.get("global_step"))
-        return {"job_id": job.job_id, **out}
 
-    @app.post("/load-checkpoint")
-    async def load_checkpoint(request: Request, job_id: int | None = None):
-        job = registry.require(job_id, "training")
-        req = _model(LoadCheckpointRequest, await _json_body(request))
-        target = _resolve_checkpoint(job, req.path, req.step)
-        out = await _thread(_locked, job, lambda: job.engine.load(target), timeout)
-        events.info(
-            "load-checkpoint: training job %s <- %s (global_step %s)",
-            job.job_id,
-            out.get("path"),
-            out.get("global_step"),
-        )
-        return {"job_id": job.job_id, **out}
+    out = await in_thread(call_locked, job, call, ctx.timeout)
+    return {"job_id": job.job_id, "batch": {}, **out}
 
-    # ---- training / log_prob memory: offload ("sleep") and reload ("wake") the torch engines ----
-    async def _engine_op(job_id: int | None, job_type: str, op: str, mode: str = "all") -> dict:
-        """Run ``job.engine.<op>`` (``offload(mode)``, ``reload()`` or ``empty_cache()``) under the job's lock."""
-        job = registry.require(job_id, job_type)
 
-        def call():  # job.engine is read under the lock
-            return job.engine.offload(mode) if op == "offload" else getattr(job.engine, op)()
+@router.post("/profile")
+async def profile(request: Request, ctx: Ctx, job: TrainingJob):
+    """Extension: start / stop the training engine's torch profiler (``{"action": "start"|"stop", ...}``)."""
+    req = parse_model(ProfileRequest, await read_json(request))
+    path = Path(req.path).expanduser() if req.path else job.checkpoint_root / "profile"
+    out = await in_thread(call_locked, job, lambda: job.engine.profile(req.action, path, req.tag), ctx.timeout)
+    events.info("profile: training job %s %s %s", job.job_id, req.action, out.get("trace", ""))
+    return {"job_id": job.job_id, **out}
 
-        out = await _thread(_locked, job, call, timeout)
-        if op == "offload":
-            events.info("sleep: %s job %s offloaded (mode %s)", job_type, job.job_id, mode)
-        return {"job_id": job.job_id, "workers": [out]}
 
-    @app.post("/sleep-training")
-    async def sleep_training(request: Request, job_id: int | None = None, mode: str = "all"):
-        body = await _json_body(request)
-        if isinstance(body, dict) and body.get("mode") is not None:
-            mode = _model(SleepTrainingRequest, body).mode
-        if mode not in SLEEP_TRAINING_MODES:
-            raise RequestError(f"mode {mode!r} is not one of {list(SLEEP_TRAINING_MODES)}", 422)
-        return await _engine_op(job_id, "training", "offload", mode)
+@router.post("/save")
+async def save(request: Request, ctx: Ctx, job: TrainingJob):
+    req = parse_model(SaveRequest, await read_json(request))
+    root = Path(req.path).expanduser() if req.path else job.checkpoint_root
+    out = await in_thread(
+        call_locked, job, lambda: job.engine.save(root, req.step, req.save_total_limit, req.export_hf), ctx.timeout
+    )
+    events.info("save: training job %s -> %s (global_step %s)", job.job_id, out.get("path"), out.get("global_step"))
+    return {"job_id": job.job_id, **out}
 
-    def _bodyless_route(job_type: str, op: str):
-        """A route with no body arguments: an empty body or any well-formed JSON body (checked, then ignored)."""
 
-        async def route(request: Request, job_id: int | None = None):
-            await _json_body(request)
-            return await _engine_op(job_id, job_type, op)
+@router.post("/load-checkpoint")
+async def load_checkpoint(request: Request, ctx: Ctx, job: TrainingJob):
+    req = parse_model(LoadCheckpointRequest, await read_json(request))
+    target = _resolve_checkpoint(job, req.path, req.step)
+    out = await in_thread(call_locked, job, lambda: job.engine.load(target), ctx.timeout)
+    events.info(
+        "load-checkpoint: training job %s <- %s (global_step %s)",
+        job.job_id,
+        out.get("path"),
+        out.get("global_step"),
+    )
+    return {"job_id": job.job_id, **out}
 
-        return route
 
-    for path, job_type, op in (
-        ("/wake-training", "training", "reload"),
-        ("/sleep-log-prob", "log_prob", "offload"),
-        ("/wake-log-prob", "log_prob", "reload"),
-        ("/empty-training-cache", "training", "empty_cache"),
-    ):
-        app.post(path, name=path[1:].replace("-", "_"))(_bodyless_route(job_type, op))
+# ---- training / log_prob memory: offload ("sleep") and reload ("wake") the torch engines ----
+# These read their body first and look the job up after it, as they always have.
+
+
+async def _engine_op(ctx: AppContext, job_id: int | None, job_type: str, op: str, mode: str = "all") -> dict:
+    """Run ``job.engine.<op>`` (``offload(mode)``, ``reload()`` or ``empty_cache()``) under the job's lock."""
+    job = ctx.registry.require(job_id, job_type)
+
+    def call():  # job.engine is read under the lock
+        return job.engine.offload(mode) if op == "offload" else getattr(job.engine, op)()
+
+    out = await in_thread(call_locked, job, call, ctx.timeout)
+    if op == "offload":
+        events.info("sleep: %s job %s offloaded (mode %s)", job_type, job.job_id, mode)
+    return {"job_id": job.job_id, "workers": [out]}
+
+
+@router.post("/sleep-training")
+async def sleep_training(request: Request, ctx: Ctx, job_id: int | None = None, mode: str = "all"):
+    body = await read_json(request)
+    if isinstance(body, dict) and body.get("mode") is not None:
+        mode = parse_model(SleepTrainingRequest, body).mode
+    if mode not in SLEEP_TRAINING_MODES:
+        raise RequestError(f"mode {mode!r} is not one of {list(SLEEP_TRAINING_MODES)}", 422)
+    return await _engine_op(ctx, job_id, "training", "offload", mode)
+
+
+def _bodyless_route(job_type: str, op: str):
+    """A route with no body arguments: an empty body or any well-formed JSON body (checked, then ignored)."""
+
+    async def route(request: Request, ctx: Ctx, job_id: int | None = None):
+        await read_json(request)
+        return await _engine_op(ctx, job_id, job_type, op)
+
+    return route
+
+
+for _path, _job_type, _op in (
+    ("/wake-training", "training", "reload"),
+    ("/sleep-log-prob", "log_prob", "offload"),
+    ("/wake-log-prob", "log_prob", "reload"),
+    ("/empty-training-cache", "training", "empty_cache"),
+):
+    router.post(_path, name=_path[1:].replace("-", "_"))(_bodyless_route(_job_type, _op))
 
 
 def _resolve_checkpoint(job: Job, path: str | None, step: int | None) -> Path:

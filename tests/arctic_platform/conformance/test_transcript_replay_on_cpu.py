@@ -119,7 +119,7 @@ class _Undecodable:
 def _decode_recorded(name: str):
     try:
         return _decode_frame((TRANSCRIPT / name).read_bytes())
-    except Exception as e:  # noqa: BLE001 - reported with the call number
+    except Exception as e:  # reported with the call number
         return _Undecodable(e)
 
 

@@ -185,7 +185,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             from verl.utils.flops_counter import FlopsCounter
 
             self._flops_counter = FlopsCounter(AutoConfig.from_pretrained(path))
-        except Exception as e:  # noqa: BLE001 - mfu is a metric, never a reason to fail
+        except Exception as e:  # mfu is a metric, never a reason to fail
             logger.warning(f"arctic forwarder: no FLOPs estimate for {path} ({e}); mfu reported as 0")
 
     # ------------------------------------------------------------------ layout
@@ -409,7 +409,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         try:
             jobs = (await client.status()).get("jobs", {}).values()
             total = sum(float(j["compute_s"]) for j in jobs if "compute_s" in j)
-        except Exception:  # noqa: BLE001 - a metric, never a reason to fail the update
+        except Exception:  # a metric, never a reason to fail the update
             return None
         previous, self._compute_total = getattr(self, "_compute_total", None), total
         return total if previous is None else total - previous

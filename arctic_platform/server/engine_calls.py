@@ -1,0 +1,82 @@
+# Copyright 2026 The arctic-verl Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# SPDX-License-Identifier: Apache-2.0
+"""How route handlers and the generate batcher call an engine: in a worker thread (never blocking the event loop)
+and under the job's lock (engines are not thread-safe), each wait for a lock bounded by ``engine_timeout_s``."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from ..protocol import JobStatus
+from .errors import RequestError
+
+if TYPE_CHECKING:
+    from .jobs import Job
+
+__all__ = ["call_locked", "in_thread"]
+
+
+def in_thread(fn, *args) -> asyncio.Future:
+    """Run ``fn(*args)`` in a daemon thread; await the returned future for its result (or its exception)."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def target():
+        def deliver(ok: bool, value) -> None:
+            if not fut.done():
+                fut.set_result(value) if ok else fut.set_exception(value)
+
+        try:
+            res = fn(*args)
+        except BaseException as e:  # delivered to the awaiting handler
+            loop.call_soon_threadsafe(deliver, False, e)
+        else:
+            loop.call_soon_threadsafe(deliver, True, res)
+
+    threading.Thread(target=target, daemon=True, name="arctic-engine").start()
+    return fut
+
+
+def call_locked(job: Job, fn, timeout: float, *more: Job):
+    """Call ``fn()`` holding ``job``'s lock (then ``more`` locks, in order), each wait bounded by ``timeout``.
+
+    The time inside counts as ``job``'s compute time and in the registry's busy meter.
+
+    Raises:
+        RequestError: 503 when a lock stayed busy for ``timeout``, 409 when a job is no longer running.
+    """
+    held = []
+    try:
+        for j in (job, *more):
+            if not j.lock.acquire(timeout=timeout):
+                raise RequestError(f"job {j.job_id} stayed busy for {timeout:.0f}s (engine_timeout_s)", 503)
+            held.append(j)
+            if j.status != JobStatus.RUNNING or j.engine is None:
+                raise RequestError(f"job {j.job_id} is {j.status}" + (f": {j.reason}" if j.reason else ""), 409)
+        t0 = time.perf_counter()
+        if job.meter is not None:
+            job.meter.enter(job.job_type)
+        try:
+            return fn()
+        finally:
+            job.compute_s += time.perf_counter() - t0
+            if job.meter is not None:
+                job.meter.exit(job.job_type)
+    finally:
+        for j in reversed(held):
+            j.lock.release()
