@@ -136,6 +136,11 @@ def parse_dense_batch(batch: Any, meta: dict, *, vocab_size: int, max_seq_len: i
                 f"batch.{key} has shape {list(t.shape)}, expected [{b}, {resp_len}] or left-padded [{b}, {seq}]"
             )
         if t.shape[1] == seq and seq != resp_len:
+            if key in ("response_mask", "loss_mask") and bool(t[:, :prompt_len].any()):
+                raise RequestError(
+                    f"batch.{key} is [{b}, {seq}] but not left-padded: its first {prompt_len} (prompt) columns must "
+                    "be 0 (response fields [b, P+R] carry P pad columns first, the reference layout)"
+                )
             t = t[:, prompt_len:]
         if key in ("response_mask", "loss_mask"):
             t = t.bool() if t.dtype == torch.bool else (t != 0)
@@ -199,7 +204,8 @@ _ALLOWED_LOSS_FNS = set(ALLOWED_LOSS_FNS)
 
 
 def check_processing(processing: dict | None, *, forward_only: bool) -> None:
-    """Names resolve only from a fixed allow-list (docs/arctic-rl-protocol.md §5); temperature applies on every path."""
+    """Names resolve only from a fixed allow-list (docs/arctic-rl-protocol.md §5); ``apply_temperature`` in ``post``
+    decides whether ``meta.temperature`` divides the logits (``model_engine.logits_temperature``)."""
     if processing is None:
         return
     if not isinstance(processing, dict):

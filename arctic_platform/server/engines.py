@@ -23,8 +23,9 @@ Every engine owns its own ``AutoModelForCausalLM`` (CPU float32 by default, CUDA
 * :class:`ForwardEngine` (job ``log_prob``): forward-only log-probs with the initial weights.
 
 Engines are not thread-safe; the job registry serialises calls with one lock per job. Log-prob conventions (all
-paths, docs/arctic-rl-protocol.md §6): logits are divided by the temperature given (``temperature <= 0`` means 1.0,
-as greedy sampling reports log-probs at T = 1); ``logprobs[:, i] = log P(input_ids[:, i + 1])`` on real tokens,
+paths, docs/arctic-rl-protocol.md §6): logits are divided by ``meta.temperature`` when the frame's ``processing.post``
+names ``apply_temperature`` or the frame sends no ``processing`` (``temperature <= 0`` means 1.0, as greedy sampling
+reports log-probs at T = 1); ``logprobs[:, i] = log P(input_ids[:, i + 1])`` on real tokens,
 0 elsewhere (the last column, padding, and the slot before the first real token).
 
 This module is the engines' public face: the names below, each defined in its own module (import anything else from

@@ -14,8 +14,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """What every engine shares: model loading, the forward pass, log-probs, sleep / wake and weight copies.
 
-Log-prob conventions (all paths, docs/arctic-rl-protocol.md §6): logits are divided by the temperature given
-(``temperature <= 0`` means 1.0, as greedy sampling reports log-probs at T = 1);
+Log-prob conventions (all paths, docs/arctic-rl-protocol.md §6): logits are divided by ``meta.temperature`` when
+the frame's ``processing.post`` names ``apply_temperature`` (or the frame sends no ``processing``), as Arctic-Platform's
+pipeline does (``temperature <= 0`` means 1.0, as greedy sampling reports log-probs at T = 1);
 ``logprobs[:, i] = log P(input_ids[:, i + 1])`` on real tokens, 0 elsewhere (the last column, padding, and the slot
 before the first real token).
 """
@@ -123,6 +124,21 @@ def meta_temperature(t: Any) -> float:
     return 1.0 if t == 0 else float(t)
 
 
+def logits_temperature(meta: dict, processing: dict | None) -> float:
+    """The divisor of the logits for one frame: ``meta.temperature`` when ``processing.post`` names
+    ``apply_temperature``, else 1.0, as Arctic-Platform's pipeline reads the same frame. A frame without
+    ``processing`` gets this server's default (the protocol's ``FORWARD_PROCESSING`` / ``UPDATE_PROCESSING``, which
+    name it). ``meta.temperature`` is validated either way.
+
+    Raises:
+        RequestError: 422 for a negative or non-finite ``meta.temperature``.
+    """
+    temperature = meta_temperature(meta.get("temperature"))
+    if processing is not None and "apply_temperature" not in (processing.get("post") or []):
+        return 1.0
+    return temperature
+
+
 def token_logprobs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """log_softmax(logits)[label] for ``logits [..., V]`` (float32)."""
     return torch.log_softmax(logits, dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
@@ -172,10 +188,10 @@ class ModelEngine:
         return t.to(self.device, non_blocking=False)
 
     def forward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
-        """Predict-next log-probs ``[B, L]`` (and entropy) at ``meta.temperature``; see the module docstring."""
+        """Predict-next log-probs ``[B, L]`` (and entropy) at :func:`logits_temperature`; see the module docstring."""
         meta = meta or {}
         check_processing(processing, forward_only=True)
-        temperature = meta_temperature(meta.get("temperature"))
+        temperature = logits_temperature(meta, processing)
         want_entropy = bool(meta.get("calculate_entropy", False))
         db = parse_dense_batch(
             batch, meta, vocab_size=self.vocab_size, max_seq_len=self.settings.max_seq_len, need_response=False

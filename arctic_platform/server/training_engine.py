@@ -49,7 +49,7 @@ from .model_engine import (
     EngineSettings,
     ModelEngine,
     entropy_from_logits,
-    meta_temperature,
+    logits_temperature,
     model_logits,
     param_items,
     token_logprobs,
@@ -161,7 +161,7 @@ class TrainingEngine(ModelEngine):
             mb = L.micro_batching_from_meta(meta, self.training.micro_batch_size)
         except L.LossConfigError as e:
             raise RequestError(str(e)) from None
-        temperature = meta_temperature(meta.get("temperature"))
+        temperature = logits_temperature(meta, processing)
         db = parse_dense_batch(
             batch, meta, vocab_size=self.vocab_size, max_seq_len=self.settings.max_seq_len, need_response=True
         )

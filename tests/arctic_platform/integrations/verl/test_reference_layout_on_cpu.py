@@ -266,10 +266,32 @@ def test_embedded_server_takes_the_recorded_frames(tiny_model_dir, tmp_path, ser
             assert set(reply["metrics"]) >= set(json.loads((FIXTURES / "engine_results.json").read_text())[
                 f"{name}.dssst1"]["metrics"])  # fmt: skip
             assert httpx.post(f"{srv.url}/step", params={"job_id": ids["training"]}, json={}).status_code == 200
+        logprobs = {}
         for name, job in (("forward_T1", "training"), ("forward_T0.7", "training"), ("forward_ref_T1", "log_prob")):
             r = post("/forward", name, job)
             assert r.status_code == 200, r.text
-            assert list(wire.decode(r.content)["batch"]["logprobs"].shape) == [4, 14]
+            logprobs[name] = wire.decode(r.content)["batch"]["logprobs"]
+            assert list(logprobs[name].shape) == [4, 14]
+        # the adapter's /forward frames name no apply_temperature: like Arctic-Platform's engine, the embedded server
+        # then answers T = 1 log-probs for its T = 0.7 frame; the same frame asking for the step divides by 0.7
+        assert torch.equal(logprobs["forward_T0.7"], logprobs["forward_T1"])
+        tree = _frame("forward_T0.7")
+        tree["processing"] = {**tree["processing"], "post": ["apply_temperature", *tree["processing"]["post"]]}
+        r = httpx.post(f"{srv.url}/forward", params={"job_id": ids["training"]}, timeout=120, content=wire.encode(tree),
+                       headers={"Content-Type": "application/octet-stream"})  # fmt: skip
+        assert r.status_code == 200, r.text
+        hot = wire.decode(r.content)["batch"]["logprobs"]
+        real = tree["batch"]["attention_mask"].bool() & tree["batch"]["attention_mask"].roll(-1, 1).bool()
+        real[:, -1] = False
+        assert not torch.allclose(hot[real], logprobs["forward_T1"][real])
         # the reference's IS-weights frame carries per-row weights in meta (where they are not split with the rows)
         r = post("/forward-backward", "update_T1_is_weights", "training")
         assert r.status_code == 422 and "meta.rollout_is_weights" in r.json()["detail"], r.text
+        # a [b, P+R] mask padded on the wrong side (the response in the first columns) is refused, not shifted by P
+        tree = _frame("update_T1")
+        P = tree["batch"]["prompts"].shape[1]
+        for key in ("response_mask", "loss_mask"):
+            tree["batch"][key] = tree["batch"][key].roll(-P, dims=1)
+        r = httpx.post(f"{srv.url}/forward-backward", params={"job_id": ids["training"]}, timeout=120,
+                       content=wire.encode(tree), headers={"Content-Type": "application/octet-stream"})  # fmt: skip
+        assert r.status_code == 422 and "batch.response_mask is [4, 14] but not left-padded" in r.text, r.text
