@@ -320,10 +320,15 @@ class AsyncArcticRLClient:
                 parts.append(f"{jt}=unknown")
         return ",".join(parts)
 
-    async def close(self) -> None:
-        """Destroy the jobs this client created (reverse order; 404 = already gone), stop its server. Idempotent."""
+    async def close(self) -> list[str]:
+        """Destroy the jobs this client created (reverse order; 404 = already gone), stop its server. Idempotent.
+
+        Returns:
+            One line per job that may still be running (its ``/destroy`` failed after the retries), each also logged
+            as a warning; empty when every job is gone. A second call returns ``[]``.
+        """
         if self._closed:
-            return
+            return []
         self._closed = True
         errors = []
         srv = self._server
@@ -345,6 +350,7 @@ class AsyncArcticRLClient:
             await self._server.stop()
         for e in errors:
             logger.warning("close: %s", e)
+        return errors
 
     async def __aenter__(self) -> AsyncArcticRLClient:
         return await self.start()
@@ -767,15 +773,16 @@ class ArcticRLClient:
     def job_body(self, job_type: str) -> dict:
         return self._client.job_body(job_type)
 
-    def close(self) -> None:
+    def close(self) -> list[str]:
+        """:meth:`AsyncArcticRLClient.close` (the jobs that may still be running), then the loop. Idempotent."""
         if self._loop.is_closed():
-            return
+            return []
         c = self._client
         if c._transport is None and c._server is None:  # never started: nothing to release on the loop
             self._loop.close()
-            return
+            return []
         try:
-            self._run(self._client.close())
+            return self._run(self._client.close())
         finally:
             self._loop.close()
 

@@ -63,6 +63,14 @@ def optimizer_steps_per_training_step(main_config: DictConfig) -> int:
     return int(actor.ppo_epochs) * num_minibatches
 
 
+def sleeps_between_rollouts(main_config: DictConfig, opts: DictConfig) -> bool:
+    """Whether the sampler sleeps after each rollout: a colocated backend (``remote_backend.arctic.colocate``) with
+    ``rollout.free_cache_engine``. The replica sleeps it (level 1) and the forwarder's weight sync wakes it in stages;
+    both read this one rule, so a sampler that never slept is never woken."""
+    free_cache = bool(main_config.actor_rollout_ref.rollout.get("free_cache_engine", True))
+    return bool(opts.get("colocate", False)) and free_cache
+
+
 def coalesce_settings(opts: DictConfig) -> tuple[int, float]:
     """``(max_prompts, window_s)`` of the /generate coalescer from ``remote_backend.arctic.sampling``.
 

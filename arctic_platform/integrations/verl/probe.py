@@ -208,7 +208,14 @@ def _probe(overrides: list[str], lines: _Lines, refusals: list[str], out: Callab
             return
         _data_plane(cfg, client, lines)
     finally:
-        lines.call("POST /destroy (the jobs this probe created)", client.close)
+        lines.call("POST /destroy (the jobs this probe created)", lambda: _close(client))
+
+
+def _close(client) -> None:
+    """``client.close()``, failing when a job may still be running (a leaked job makes the next start a 409)."""
+    leaked = client.close()
+    if leaked:
+        raise RuntimeError("; ".join(leaked))
 
 
 def _jobs(client) -> str:

@@ -61,7 +61,12 @@ class ArcticV1LLMServer:
     """Ray actor (created by :class:`ArcticV1Replica`); all methods are async so requests run concurrently."""
 
     def __init__(self, main_config: DictConfig, backend_handle: dict[str, Any], replica_rank: int = 0):
-        from arctic_platform.integrations.verl.adapter import ArcticRemoteBackend, arctic_options, coalesce_settings
+        from arctic_platform.integrations.verl.adapter import (
+            ArcticRemoteBackend,
+            arctic_options,
+            coalesce_settings,
+            sleeps_between_rollouts,
+        )
 
         self.main_config = main_config
         self.replica_rank = replica_rank
@@ -70,9 +75,7 @@ class ArcticV1LLMServer:
         self.max_tokens = int(opts.sampling.max_tokens or main_config.actor_rollout_ref.rollout.response_length)
         self.global_steps: Optional[int] = None
         self.rollout_logprobs = self.backend.profile.rollout_logprobs
-        self.colocated = bool(opts.get("colocate", False)) and bool(
-            main_config.actor_rollout_ref.rollout.get("free_cache_engine", True)
-        )
+        self.colocated = sleeps_between_rollouts(main_config, opts)
         max_prompts, window_s = coalesce_settings(opts)
         self.coalescer = GenerateCoalescer(self._send, max_prompts=max_prompts, window_s=window_s)
 

@@ -47,7 +47,7 @@ from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
 from verl.utils import tensordict_utils as tu
 
-from ..adapter import ArcticRemoteBackend, arctic_options
+from ..adapter import ArcticRemoteBackend, arctic_options, sleeps_between_rollouts
 from ..compat import SYNTHETIC_PADDING_PROMPT_LEN
 
 logger = logging.getLogger(__name__)
@@ -440,7 +440,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         version that produced them.
         """
         version = int(global_steps) if global_steps is not None else self.policy_version
-        if self.opts.get("colocate", False):
+        if sleeps_between_rollouts(self.main_config, self.opts):
             reply = await self._staged_update(version)
         else:
             reply = await self.backend.update_weights(policy_version=version)

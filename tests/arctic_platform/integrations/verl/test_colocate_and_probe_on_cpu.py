@@ -24,7 +24,7 @@ def proxied(tiny_model_dir, tmp_path_factory, serve_server, proxy_cls):
         yield proxy
 
 
-def _run(compose_arctic, proxy, tiny_model_dir, colocate: bool):
+def _run(compose_arctic, proxy, tiny_model_dir, colocate: bool, extra=()):
     from arctic_platform.integrations.verl.adapter import ArcticRemoteBackend
     from arctic_platform.integrations.verl.v1.server import ArcticV1LLMServer
     from arctic_platform.integrations.verl.v1.worker import ArcticV1ActorRolloutRefWorker
@@ -38,6 +38,7 @@ def _run(compose_arctic, proxy, tiny_model_dir, colocate: bool):
             "remote_backend.arctic.backend.type=onprem",
             f"remote_backend.arctic.backend.url={proxy.url}",
             f"remote_backend.arctic.colocate={str(colocate).lower()}",
+            *extra,
         ]
     )
     backend = ArcticRemoteBackend.from_config(cfg)
@@ -115,6 +116,26 @@ def test_a_backend_that_is_not_colocated_never_sleeps(compose_arctic, proxied, t
         backend.destroy()
 
 
+def test_a_colocated_sampler_that_keeps_its_cache_is_never_woken(compose_arctic, proxied, tiny_model_dir):
+    """colocate=true with rollout.free_cache_engine=false: the replica never sleeps the sampler, so the weight sync
+    sends no wake calls either (one rule decides both)."""
+    keep_cache = ["actor_rollout_ref.rollout.free_cache_engine=false"]
+    backend, worker, server = _run(compose_arctic, proxied, tiny_model_dir, colocate=True, extra=keep_cache)
+
+    async def cycle():
+        n = len(proxied.calls)
+        await server.sleep()
+        await worker.update_weights(global_steps=1)
+        await worker.backend.aclose()
+        await server.backend.aclose()
+        return _paths(proxied.calls[n:])
+
+    try:
+        assert asyncio.run(cycle()) == ["/operation weight-sync"]
+    finally:
+        backend.destroy()
+
+
 def _probe(args, cwd):
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
     return subprocess.run(
@@ -168,3 +189,29 @@ def test_probe_reports_refusals_and_the_servers_words(arctic_overrides, proxied,
     assert "NOTE actor_rollout_ref.rollout.calculate_log_probs=True" in out
     assert "FAIL POST /initialize x3" in out and "flash_attention_2" in out and "(422)" in out, out
     assert "probe: FAILED" in out
+
+
+def test_probe_fails_when_a_job_outlives_its_destroy(arctic_overrides, proxied, tiny_model_dir, tmp_path):
+    """Every /destroy answers 500 (after the client's retries): the probe says which job may still be running and
+    exits 1, instead of reporting a clean run while a job holds the server."""
+    import httpx
+
+    answer = proxied.module.Answer
+    proxied.rule = lambda call, calls: answer(500) if call.path == "/destroy" else None
+    try:
+        r = _probe(
+            ["--url", proxied.url, *arctic_overrides, f"actor_rollout_ref.model.path={tiny_model_dir}",
+             f"trainer.default_local_dir={tmp_path}"],
+            tmp_path,
+        )  # fmt: skip
+    finally:
+        proxied.rule = None
+        for job in httpx.get(f"{proxied.upstream}/status", timeout=30).json()["jobs"].values():
+            if job["status"] in ("PENDING", "RUNNING"):  # what this test leaked: the next test starts clean
+                httpx.post(f"{proxied.upstream}/destroy", params={"job_id": job["job_id"]},
+                           json={"job_type": job["job_type"]}, timeout=120)  # fmt: skip
+    out = r.stdout
+    assert r.returncode == 1, out + r.stderr
+    assert "ok   POST /initialize x3" in out and "ok   update_actor" in out, out
+    assert "FAIL POST /destroy" in out and "may still be running" in out, out
+    assert "probe: FAILED (1 failed call(s), 0 refusal(s))" in out, out
