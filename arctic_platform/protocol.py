@@ -20,7 +20,9 @@ Torch-free (pydantic only), so the verl adapter can import it during ``import ve
   client-side state normalisation;
 * the request models of every JSON endpoint, with the reference's field names (``JobConfig``, ``GenerateRequest``,
   ``SaveRequest``, ...); where this project adds a field it is marked "extension";
-* the ``ds_config`` subset the embedded torch server honours, as one builder (client) and one reader (server);
+* the sections of a ``JobConfig`` the embedded server reads, typed (``DsConfig``, ``ReferenceTrainingConfig``,
+  ``DsWorkerConfig``, ``Extensions``), refusing what it cannot honour by key path (:func:`first_error`); the
+  ``ds_config`` builder (client) and the readers that turn the sections into training settings (server);
 * the capabilities the embedded server advertises in ``/health`` (extensions: the reference has none);
 * batch keys, processing names and the loss-mode / agg-mode / KL-type lists.
 """
@@ -28,9 +30,19 @@ Torch-free (pydantic only), so the verl adapter can import it during ``import ve
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, get_args
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    Strict,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 __all__ = [
@@ -47,13 +59,22 @@ __all__ = [
     "RESPONSE_FIELDS",
     "TERMINAL_STATES",
     "UPDATE_PROCESSING",
+    "DestroyRequest",
+    "DsConfig",
     "DsConfigError",
+    "DsWorkerConfig",
+    "Extensions",
     "GenerateRequest",
     "JobConfig",
     "JobStatus",
     "JobType",
+    "JobTypeName",
+    "Lora",
+    "LrSchedule",
+    "ReferenceTrainingConfig",
     "SamplingParams",
     "build_ds_config",
+    "first_error",
     "gpus_flag",
     "job_gpu_counts",
     "normalize_state",
@@ -68,8 +89,7 @@ __all__ = [
 # ------------------------------------------------------------------------------------------------
 
 JobType = Literal["training", "sampling", "log_prob"]
-"""A job type. The request models keep ``job_type: str``: the server refuses an unknown type with its own 400 naming
-the types (a ``Literal`` field would turn that into pydantic's 422)."""
+"""A job type (request models: :data:`JobTypeName`, which refuses another value with 400 naming the types)."""
 JOB_TYPES: tuple[JobType, ...] = get_args(JobType)
 """The job types in the server's order (placement, ``/status``, flags)."""
 JOB_CREATE_ORDER: tuple[JobType, ...] = ("sampling", "log_prob", "training")
@@ -187,6 +207,335 @@ KL_TYPES = KL_BASE_TYPES + tuple(k + "+" for k in KL_BASE_TYPES)
 """A ``+`` suffix is the straight-through variant (forward value of the base, gradient of k2)."""
 
 # ------------------------------------------------------------------------------------------------
+# job configuration: the sections of a JobConfig the embedded server reads, typed
+# ------------------------------------------------------------------------------------------------
+# Every section refuses a key it does not read by name (a setting is never silently lost); DeepSpeed's keys that only
+# size or place its work are fields typed Any, accepted without effect. A refusal names the full key path
+# (``ds_config.optimizer.params.foo``): :func:`first_error` renders the first error of a ValidationError.
+
+
+def _refuse(why: str, at: str = "", status: int = 422) -> PydanticCustomError:
+    """A refusal rendered by :func:`first_error` as ``<key path>[.<at>] <why>``, answered with ``status``."""
+    return PydanticCustomError("refused", "{why}", {"why": why, "at": at, "status": status})
+
+
+def first_error(e: ValidationError) -> tuple[str, str, int]:
+    """``(path, reason, status)`` of ``e``'s first error: the dotted key path, a one-line reason starting with it
+    (``<path> <why>`` for a refusal, ``<path>: <pydantic's message>`` otherwise) and the HTTP status a server answers
+    with (422, or the refusal's own: 400 for an unknown job type, as the reference)."""
+    err = e.errors()[0]
+    ctx = err.get("ctx") or {}
+    path = ".".join([str(x) for x in err["loc"]] + ([ctx["at"]] if ctx.get("at") else []))
+    if err["type"] == "refused":
+        return path, f"{path} {ctx['why']}" if path else ctx["why"], ctx["status"]
+    return path, f"{path}: {err['msg']}" if path else err["msg"], 422
+
+
+def _checked(tp: Any, ok: Callable[[Any], bool], what: str) -> Any:
+    """``tp`` taken as sent when ``ok``, else refused as ``<path> must be <what>, got <value>``."""
+
+    def check(v: Any) -> Any:
+        if not ok(v):
+            raise _refuse(f"must be {what}, got {v!r}")
+        return v
+
+    return Annotated[tp, PlainValidator(check)]
+
+
+def _number(lo: float | None = 0.0, hi: float | None = None, *, above: bool = False, integer: bool = False) -> Any:
+    """A JSON number (an int when ``integer``; never a bool or a string), finite, in ``[lo, hi]`` (``lo`` excluded
+    when ``above``), kept as sent."""
+
+    def ok(v: Any) -> bool:
+        if isinstance(v, bool) or not isinstance(v, int if integer else (int, float)) or not math.isfinite(v):
+            return False
+        return (lo is None or (v > lo if above else v >= lo)) and (hi is None or v <= hi)
+
+    if integer:
+        what = f"an int >= {lo}"
+    elif hi is not None:
+        what = f"in [{lo}, {hi}]"
+    else:
+        what = "a finite number" + ("" if lo is None else f" {'>' if above else '>='} {lo}")
+    return _checked(int if integer else float, ok, what)
+
+
+def _one_of(kind: Any, why: str, status: int = 422) -> Any:
+    """The ``Literal`` ``kind``; another value is refused as ``<path> <value>: <why>``."""
+    allowed = get_args(kind)
+
+    def check(v: Any) -> Any:
+        if v not in allowed:
+            raise _refuse(f"{v!r}: {why}", status=status)
+        return v
+
+    return Annotated[kind, PlainValidator(check)]
+
+
+_Number = _number()
+_Positive = _number(above=True)
+_Fraction = _number(0.0, 1.0)
+_Real = _number(None)
+_Count = _number(1, integer=True)
+_Rank = _number(0, integer=True)
+_Steps = _number(1)
+_Zero = _checked(float, lambda v: not isinstance(v, bool) and v == 0, "0 (warmup starts at 0 here)")
+_Names = _checked(
+    str | list[str],
+    lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+    "a string or a list of strings",
+)
+_LinearWarmup = _one_of(Literal["linear"], "only 'linear' warmup is implemented")
+_DsSchedulerType = _one_of(Literal["WarmupLR", "WarmupCosineLR"], "only WarmupLR and WarmupCosineLR are implemented")
+_NoSequenceParallel = _one_of(Literal[1], "the embedded torch server has no sequence parallelism (use 1)")
+_DecoupledOnly = _one_of(Literal[True, None], "L2 Adam is not implemented; AdamW only")
+_TcSchedulerType = _one_of(Literal["constant", "cosine"], "constant or cosine")
+_NoLiger = _one_of(Literal[False, None], "the torch engine has no Liger kernels")
+_NoZorro = _one_of(Literal[False, None], "the torch engine has no ZoRRo training")
+_Enabled = _one_of(Literal[True, False, "auto"], "true, false or 'auto'")
+_LrKind = _one_of(Literal["constant", "cosine"], "verl knows 'constant' and 'cosine'")
+JobTypeName = _one_of(JobType, f"unknown job_type (one of {JOB_TYPES})", status=400)
+"""A request's ``job_type``: :data:`JobType`; another value is refused with 400 (the reference's status)."""
+
+
+class _Read(BaseModel):
+    """A section the embedded server reads: a key that is not a field is refused by name, with the known keys."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_keys(cls, data: Any) -> Any:
+        unknown = sorted(k for k in data if k not in cls.model_fields) if isinstance(data, dict) else []
+        if unknown:
+            raise _refuse(f"is not read by this server (known: {', '.join(cls.model_fields)})", at=str(unknown[0]))
+        return data
+
+
+class DsOptimizerParams(_Read):
+    """``ds_config.optimizer.params``; a missing value is the training default."""
+
+    lr: _Number | None = None
+    betas: tuple[_Number, _Number] | None = None
+    eps: _Positive | None = None
+    weight_decay: _Number | None = None
+    """Decoupled (AdamW) weight decay."""
+    adam_w_mode: bool = True
+    """Must stay true with ``type: Adam`` (L2 Adam is not implemented); ``AdamW`` is decoupled either way."""
+    torch_adam: bool | None = None
+    fused: bool | None = None
+    """Implementation choices (``torch_adam``, ``fused``): accepted, the math is the same."""
+
+
+class DsOptimizer(_Read):
+    """``ds_config.optimizer``: AdamW (``type`` ``AdamW``, or ``Adam`` with ``adam_w_mode``; any case)."""
+
+    type: str = "AdamW"
+    params: DsOptimizerParams = Field(default_factory=DsOptimizerParams)
+
+    @field_validator("type")
+    @classmethod
+    def _adamw(cls, v: str) -> str:
+        if v.lower() not in ("adamw", "adam"):
+            raise _refuse(f"{v!r}: this server runs AdamW only")
+        return v
+
+    @model_validator(mode="after")
+    def _decoupled(self) -> DsOptimizer:
+        if self.type.lower() == "adam" and not self.params.adam_w_mode:
+            raise _refuse("must be true: L2 Adam is not implemented (AdamW only)", at="params.adam_w_mode")
+        return self
+
+
+_WARMUP_PARAMS = {"warmup_type", "warmup_num_steps", "last_batch_iteration"}
+_SCHEDULER_PARAMS = {
+    "WarmupLR": _WARMUP_PARAMS | {"warmup_min_lr", "warmup_max_lr"},
+    "WarmupCosineLR": _WARMUP_PARAMS | {"warmup_min_ratio", "total_num_steps", "cos_min_ratio"},
+}
+"""The ``scheduler.params`` keys of each scheduler type (DeepSpeed's)."""
+
+
+class DsSchedulerParams(_Read):
+    """``ds_config.scheduler.params`` (:data:`_SCHEDULER_PARAMS`: which keys each type takes)."""
+
+    warmup_type: _LinearWarmup = Field("log", validate_default=True)
+    """DeepSpeed's default, ``log``, is refused: name ``linear``."""
+    warmup_min_lr: _Zero = 0.0
+    warmup_max_lr: _Number | None = None
+    """WarmupLR's peak: the optimizer's ``lr`` (they must agree)."""
+    warmup_num_steps: _Number | None = None
+    """Warmup ticks (WarmupLR's default 1000, WarmupCosineLR's 0)."""
+    warmup_min_ratio: _Zero = 0.0
+    total_num_steps: _Steps | None = None
+    """WarmupCosineLR's horizon in ticks (required there)."""
+    cos_min_ratio: _Fraction = 0.0
+    last_batch_iteration: Any = None
+    """Accepted: a resumed job's schedule position comes from its checkpoint."""
+
+
+class DsScheduler(_Read):
+    """``ds_config.scheduler``: ``WarmupLR`` (constant after a linear warmup from 0) or ``WarmupCosineLR``, one tick
+    per ``/step``."""
+
+    type: _DsSchedulerType
+    params: DsSchedulerParams = Field(default_factory=dict, validate_default=True)
+
+    @model_validator(mode="after")
+    def _params_of_type(self) -> DsScheduler:
+        other = sorted(self.params.model_fields_set - _SCHEDULER_PARAMS[self.type])
+        if other:
+            raise _refuse(f"is not read by {self.type}", at=f"params.{other[0]}")
+        if self.type == "WarmupCosineLR" and self.params.total_num_steps is None:
+            raise _refuse("is required for WarmupCosineLR", at="params.total_num_steps")
+        return self
+
+
+class DsPrecision(BaseModel):
+    """``ds_config.bf16`` / ``fp16``: ``enabled`` (true or ``"auto"``) selects the job's dtype. DeepSpeed's
+    loss-scaling keys beside it are accepted without effect (a float16 training job is refused for want of it)."""
+
+    model_config = ConfigDict(extra="allow")
+    enabled: _Enabled = False
+
+
+class DsConfig(_Read):
+    """A DeepSpeed config as the embedded torch server reads it (``ds_config``, ``log_prob_config``).
+
+    Honoured: ``optimizer``, ``scheduler``, ``gradient_clipping``, ``train_micro_batch_size_per_gpu``, ``bf16`` /
+    ``fp16`` (:func:`read_ds_config`); ``sequence_parallel_size`` only as 1. The keys typed ``Any`` are accepted
+    without effect, because they only size or place DeepSpeed's work (batch sizing, ZeRO, logging) and DeepSpeed
+    allows values such as ``"auto"`` there. Any other key is refused by name.
+    """
+
+    optimizer: DsOptimizer | None = None
+    scheduler: DsScheduler | None = None
+    gradient_clipping: _Number | None = None
+    """Max global grad norm; absent or 0: no clipping (DeepSpeed's default)."""
+    train_micro_batch_size_per_gpu: _Count | None = None
+    sequence_parallel_size: _NoSequenceParallel = 1
+    bf16: DsPrecision | None = None
+    fp16: DsPrecision | None = None
+    train_batch_size: Any = None
+    gradient_accumulation_steps: Any = None
+    steps_per_print: Any = None
+    wall_clock_breakdown: Any = None
+    log_level: Any = None
+    zero_optimization: Any = None
+    zero_allow_untested_optimizer: Any = None
+    torch_autocast: Any = None
+    communication_data_type: Any = None
+    data_types: Any = None
+    prescale_gradients: Any = None
+    gradient_predivide_factor: Any = None
+    dump_state: Any = None
+
+    @model_validator(mode="after")
+    def _one_peak_rate(self) -> DsConfig:
+        peak = self.scheduler.params.warmup_max_lr if self.scheduler else None
+        lr = self.optimizer.params.lr if self.optimizer else None
+        if peak is not None and lr is not None and peak != lr:
+            raise _refuse(f"{peak} != optimizer.params.lr {lr} (one peak rate)", at="scheduler.params.warmup_max_lr")
+        return self
+
+
+class TrainingOptimizer(_Read):
+    """``training_config.optimizer`` (Arctic-Platform's keys and defaults)."""
+
+    lr: _Number = 1e-5
+    betas: tuple[_Number, _Number] | None = None
+    """Or ``beta1`` / ``beta2``."""
+    beta1: _Number = 0.9
+    beta2: _Number = 0.999
+    eps: _Positive = 1e-8
+    weight_decay: _Number = 0.0
+    gradient_clipping: _Number | None = None
+    max_grad_norm: _Number | None = None
+    """Either name of the clipping norm, over ``training_config.gradient_clipping``."""
+    torch_adam: bool | None = None
+    adam_w_mode: _DecoupledOnly = None
+
+
+class TrainingLrScheduler(_Read):
+    """``training_config.lr_scheduler``: over ``training_horizon`` optimizer steps (none without a horizon)."""
+
+    type: _TcSchedulerType = "constant"
+    warmup_steps: _Number | None = None
+    warmup_ratio: _Number = 0.0
+    """Of the horizon, when ``warmup_steps`` is absent."""
+    min_lr_ratio: _Number | None = None
+
+
+class ReferenceTrainingConfig(_Read):
+    """``training_config``: the reference's training settings, read before ``ds_config`` and winning over it."""
+
+    optimizer: TrainingOptimizer | None = None
+    gradient_accumulation_steps: Any = None
+    gradient_clipping: _Number | None = None
+    lr_scheduler: TrainingLrScheduler | None = None
+    training_horizon: _Number | None = None
+
+
+class DsWorkerConfig(_Read):
+    """``ds_worker_config``: the keys the torch engines read (the reference adapter's set)."""
+
+    attn_implementation: str | None = None
+    """A transformers attention implementation this server can load (checked at ``/initialize``); None: sdpa."""
+    enable_gradient_checkpointing: bool | None = None
+    use_liger: _NoLiger = None
+    zorro_train_enable: _NoZorro = None
+
+
+class LrSchedule(_Read):
+    """``extensions.lr_schedule``: verl's ``actor.optim`` schedule keys (meaning: :func:`read_lr_schedule`)."""
+
+    lr_scheduler_type: _LrKind | None = None
+    warmup_style: _LrKind | None = None
+    """verl's deprecated name of ``lr_scheduler_type`` (they must agree)."""
+    lr_warmup_steps: _Real | None = None
+    lr_warmup_steps_ratio: _Fraction | None = None
+    total_training_steps: _Real | None = None
+    min_lr_ratio: _Fraction | None = None
+    num_cycles: _Real | None = None
+    zero_indexed_step: Annotated[bool, Strict()] = True
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> LrSchedule:
+        style, kind = self.warmup_style, self.lr_scheduler_type
+        if style is not None and kind not in (None, style):
+            raise _refuse(f"{style!r} contradicts lr_scheduler_type {kind!r}", at="warmup_style")
+        return self
+
+
+class Lora(_Read):
+    """``extensions.lora``: verl's ``model.lora_rank``, ``lora_alpha``, ``target_modules``, ``exclude_modules``,
+    ``target_parameters``; rank 0 means full fine-tuning."""
+
+    rank: _Rank = 0
+    alpha: _Positive = 16
+    target_modules: _Names | None = "all-linear"
+    exclude_modules: _Names | None = None
+    target_parameters: _Names | None = None
+
+
+class Extensions(_Read):
+    """``JobConfig.extensions``: the embedded server's settings with no reference field (the reference ignores it)."""
+
+    device: str | None = None
+    """``auto`` / ``cpu`` / ``cuda`` / ``cuda:N``; placement checks it (400)."""
+    dtype: str | None = None
+    """``float32`` / ``bfloat16`` / ``float16`` (checked at ``/initialize``, 400); a training job keeps float32 master
+    weights and uses it as the autocast dtype."""
+    max_seq_len: _Count | None = None
+    """Prompt + response limit (sampling: else ``vllm_config.max_model_len``; then the server's ``--max-seq-len``)."""
+    sampling_engine: str | None = None
+    """``auto`` / ``vllm`` / ``torch``: overrides ``--sampling-engine``."""
+    sampling_process: Annotated[bool, Strict()] | None = None
+    """Overrides ``--sampling-process`` (the torch engine only)."""
+    lr_schedule: LrSchedule | None = None
+    lora: Lora | None = None
+
+
+# ------------------------------------------------------------------------------------------------
 # request models (reference names: common/utils/server_models.py)
 # ------------------------------------------------------------------------------------------------
 
@@ -212,30 +561,32 @@ _LEGACY_JOB_KEYS = {
 class JobConfig(BaseModel):
     """``POST /initialize``. Unknown keys are ignored, as by the reference, except this project's old top-level names
     (``device``, ``dtype``, ``max_seq_len``, ``attn_implementation``, ``engine_kwargs``), which are refused with the
-    place they moved to, so a setting is never silently lost."""
+    place they moved to, so a setting is never silently lost. The sections the embedded server reads are typed and
+    refuse what it cannot honour by key path (:func:`first_error`)."""
 
     model_config = ConfigDict(extra="ignore", protected_namespaces=())
     model_name: str | None = None
     """HF model (the reference requires it; the embedded server falls back to its ``--model``)."""
-    job_type: str = "training"
+    job_type: JobTypeName = "training"
     num_devices: int | None = None
-    ds_config: dict | None = None
-    """DeepSpeed config; the embedded server honours the subset :func:`read_ds_config` reads and refuses the rest."""
-    training_config: dict | None = None
-    log_prob_config: dict | None = None
-    ds_worker_config: dict | None = None
-    vllm_config: dict | None = None
+    ds_config: DsConfig | None = None
+    training_config: ReferenceTrainingConfig | None = None
+    log_prob_config: DsConfig | None = None
+    """The log_prob job's DeepSpeed config (only that job's)."""
+    ds_worker_config: DsWorkerConfig = Field(default_factory=DsWorkerConfig)
+    vllm_config: dict[str, Any] | None = None
+    """vLLM engine arguments: open-ended (vLLM's ``EngineArgs``, which move with its version), so a plain object;
+    the sampling engine checks them against the installed vLLM (``vllm_engine.check_vllm_config``)."""
     checkpoint_path: str | None = None
-    arctic_inference_config: dict | None = None
+    arctic_inference_config: dict[str, Any] | None = None
+    """ArcticInference's plugin settings (FCA, speculative decoding): open-ended like ``vllm_config``; the torch
+    engine ignores them with one warning."""
     full_determinism: bool = False
     seed: int = DEFAULT_SEED
     cuda_ipc: bool = False
     low_memory: bool = False
-    extensions: dict | None = None
-    """Extension (the reference ignores it): embedded-server settings with no reference field:
-    ``device`` (auto / cpu / cuda[:N]), ``dtype`` (float32 / bfloat16 / float16; a training job keeps float32 master
-    weights and uses it as the autocast dtype), ``max_seq_len``, ``lr_schedule`` (verl's optimizer schedule keys,
-    :func:`read_lr_schedule`) and ``lora`` (:func:`read_lora`)."""
+    extensions: Extensions = Field(default_factory=Extensions)
+    """Extension (the reference ignores it): :class:`Extensions`."""
 
     @model_validator(mode="before")
     @classmethod
@@ -252,9 +603,20 @@ class JobConfig(BaseModel):
     def _seed(cls, v: Any) -> Any:
         return DEFAULT_SEED if v is None else v
 
+    @field_validator("ds_worker_config", "extensions", mode="before")
+    @classmethod
+    def _null_is_empty(cls, v: Any) -> Any:
+        return {} if v is None else v
+
+    @model_validator(mode="after")
+    def _log_prob_config_on_its_job(self) -> JobConfig:
+        if self.log_prob_config is not None and self.job_type != "log_prob":
+            raise _refuse(f"log_prob_config on a {self.job_type} job (it configures the log_prob job)")
+        return self
+
 
 class DestroyRequest(BaseModel):
-    job_type: str
+    job_type: JobTypeName
 
 
 class SamplingParams(BaseModel):
@@ -448,37 +810,32 @@ class SleepTrainingRequest(BaseModel):
 SLEEP_TRAINING_MODES = ("all", "non_lp", "lp_params")
 
 # ------------------------------------------------------------------------------------------------
-# ds_config: the subset the embedded torch server honours
+# ds_config: the reference adapter's shape (client) and the training settings it asks for (server)
 # ------------------------------------------------------------------------------------------------
 
 
 class DsConfigError(ValueError):
-    """A ``ds_config`` (or ``root``) key the embedded server cannot honour; ``key`` is its dotted path in ``root``."""
+    """A ``ds_config`` (or ``root``) the embedded server cannot honour; ``key`` is the dotted path in ``root``."""
 
-    def __init__(self, key: str, why: str, root: str = "ds_config"):
-        super().__init__(f"{root}.{key}: {why}" if key else f"{root}: {why}")
+    def __init__(self, key: str, message: str, root: str = "ds_config"):
+        super().__init__(message)
         self.key = key
         self.root = root
 
 
-# Keys that size or place DeepSpeed's work and do not change the math of a single-process torch engine.
-_DS_INFORMATIONAL = {
-    "train_batch_size",
-    "gradient_accumulation_steps",
-    "steps_per_print",
-    "wall_clock_breakdown",
-    "log_level",
-    "zero_optimization",
-    "zero_allow_untested_optimizer",
-    "torch_autocast",
-    "communication_data_type",
-    "data_types",
-    "prescale_gradients",
-    "gradient_predivide_factor",
-    "dump_state",
-}
-_OPTIMIZER_TYPES = ("adamw", "adam")
-_OPT_PARAMS = {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "fused"}
+M = TypeVar("M", bound=BaseModel)
+
+
+def _typed(model: type[M], value: Any, root: str) -> M | None:
+    """``value`` (None, a ``model``, or its JSON) as ``model``; an error is a :class:`DsConfigError` naming the key
+    path below ``root``."""
+    if value is None or isinstance(value, model):
+        return value
+    try:
+        return model.model_validate(value)
+    except ValidationError as e:
+        key, reason, _ = first_error(e)
+        raise DsConfigError(key, f"{root}.{reason}" if key else f"{root}: {reason}", root) from None
 
 
 def build_ds_config(
@@ -540,187 +897,70 @@ def build_ds_config(
     return cfg
 
 
-def _num(key: str, v: Any, *, lo: float = 0.0, strict: bool = False, root: str = "ds_config") -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo or (strict and v == lo):
-        raise DsConfigError(key, f"must be a finite number {'>' if strict else '>='} {lo}, got {v!r}", root)
-    return float(v)
-
-
-def read_ds_config(ds_config: dict | None) -> dict[str, Any]:
-    """The training settings a ``ds_config`` asks for, as keyword arguments of the server's ``TrainingSettings``.
-
-    Honoured: ``optimizer`` (AdamW / Adam with ``adam_w_mode``: lr, betas, eps, weight_decay), ``gradient_clipping``
-    (absent or 0 = no clipping, DeepSpeed's default), ``scheduler`` (``WarmupLR`` / ``WarmupCosineLR`` with linear
-    warmup from 0), ``train_micro_batch_size_per_gpu`` and ``bf16`` / ``fp16`` (``enabled`` selects the dtype).
-    Accepted without effect, because they only size or place DeepSpeed's work: batch sizing, ``zero_optimization``,
-    logging keys. Anything else raises :class:`DsConfigError` naming the key. ``None`` gives ``{}`` (the defaults).
+def read_ds_config(ds_config: DsConfig | dict | None) -> dict[str, Any]:
+    """The training settings a ``ds_config`` asks for (:class:`DsConfig`), as keyword arguments of the server's
+    ``TrainingSettings``: the optimizer's, ``grad_clip``, the scheduler's (``WarmupLR``: constant after the warmup;
+    ``WarmupCosineLR``), ``micro_batch_size`` and the ``dtype`` ``bf16`` / ``fp16`` enables. ``None`` gives ``{}``
+    (the defaults); a dict that :class:`DsConfig` refuses raises :class:`DsConfigError` naming the key.
     """
-    if ds_config is None:
+    ds = _typed(DsConfig, ds_config, "ds_config")
+    if ds is None:
         return {}
-    if not isinstance(ds_config, dict):
-        raise DsConfigError("", f"must be an object, got {type(ds_config).__name__}")
-    out: dict[str, Any] = {"grad_clip": None}
-    for key, value in ds_config.items():
-        if key in _DS_INFORMATIONAL:
-            continue
-        if key == "optimizer":
-            if not isinstance(value, dict):
-                raise DsConfigError("optimizer", "must be an object {type, params}")
-            unknown = sorted(set(value) - {"type", "params"})
-            if unknown:
-                raise DsConfigError(f"optimizer.{unknown[0]}", "is not read by this server")
-            kind = str(value.get("type", "AdamW")).lower()
-            params = value.get("params") or {}
-            if kind not in _OPTIMIZER_TYPES:
-                raise DsConfigError("optimizer.type", f"{value.get('type')!r}: this server runs AdamW only")
-            if kind == "adam" and not params.get("adam_w_mode", True):
-                raise DsConfigError("optimizer.params.adam_w_mode", "false (L2 Adam) is not implemented; AdamW only")
-            for p in sorted(set(params) - _OPT_PARAMS):
-                raise DsConfigError(f"optimizer.params.{p}", "is not read by this server")
-            if "lr" in params:
-                out["lr"] = _num("optimizer.params.lr", params["lr"])
-            if "eps" in params:
-                out["eps"] = _num("optimizer.params.eps", params["eps"], strict=True)
-            if "weight_decay" in params:
-                out["weight_decay"] = _num("optimizer.params.weight_decay", params["weight_decay"])
-            if "betas" in params:
-                b = params["betas"]
-                if not isinstance(b, (list, tuple)) or len(b) != 2:
-                    raise DsConfigError("optimizer.params.betas", f"must be two numbers, got {b!r}")
-                out["betas"] = (_num("optimizer.params.betas", b[0]), _num("optimizer.params.betas", b[1]))
-        elif key == "gradient_clipping":
-            g = _num("gradient_clipping", value)
-            out["grad_clip"] = g if g > 0 else None
-        elif key == "scheduler":
-            out.update(_read_scheduler(value))
-        elif key == "sequence_parallel_size":
-            if value != 1:
-                raise DsConfigError(key, f"{value!r}: the embedded torch server has no sequence parallelism (use 1)")
-        elif key == "train_micro_batch_size_per_gpu":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise DsConfigError(key, f"must be a positive int, got {value!r}")
-            out["micro_batch_size"] = value
-        elif key in ("bf16", "fp16"):
-            if not isinstance(value, dict):
-                raise DsConfigError(key, "must be an object {enabled: bool}")
-            if value.get("enabled") is True or value.get("enabled") == "auto":
-                out["dtype"] = "bfloat16" if key == "bf16" else "float16"
+    out: dict[str, Any] = {"grad_clip": float(ds.gradient_clipping) if ds.gradient_clipping else None}
+    if ds.optimizer is not None:
+        p = ds.optimizer.params
+        out.update({k: float(v) for k in ("lr", "eps", "weight_decay") if (v := getattr(p, k)) is not None})
+        if p.betas is not None:
+            out["betas"] = (float(p.betas[0]), float(p.betas[1]))
+    if ds.scheduler is not None:
+        p = ds.scheduler.params
+        if ds.scheduler.type == "WarmupLR":
+            warmup = 1000 if p.warmup_num_steps is None else p.warmup_num_steps
+            out.update(lr_scheduler_type="constant", warmup_steps=int(warmup))
+            if p.warmup_max_lr is not None:
+                out["lr"] = float(p.warmup_max_lr)
         else:
-            raise DsConfigError(key, "is not honoured by the embedded torch server (it would be silently lost)")
-    if "warmup_max_lr" in out:
-        peak = out.pop("warmup_max_lr")
-        if "lr" in out and out["lr"] != peak:
-            raise DsConfigError(
-                "scheduler.params.warmup_max_lr", f"{peak} != optimizer.params.lr {out['lr']} (one peak rate)"
+            out.update(
+                lr_scheduler_type="cosine",
+                total_steps=int(p.total_num_steps),
+                warmup_steps=int(p.warmup_num_steps or 0),
+                min_lr_ratio=float(p.cos_min_ratio),
             )
-        out["lr"] = peak
+    if ds.train_micro_batch_size_per_gpu is not None:
+        out["micro_batch_size"] = ds.train_micro_batch_size_per_gpu
+    for key, dtype in (("bf16", "bfloat16"), ("fp16", "float16")):
+        if getattr(ds, key) is not None and getattr(ds, key).enabled in (True, "auto"):
+            out["dtype"] = dtype
     return out
 
 
-_TC_OPTIMIZER = {"lr", "betas", "beta1", "beta2", "eps", "weight_decay", "torch_adam", "adam_w_mode"}
-_TC_CLIP = ("gradient_clipping", "max_grad_norm")
-_TC_KEYS = {"optimizer", "gradient_accumulation_steps", "gradient_clipping", "lr_scheduler", "training_horizon"}
-_TC_SCHEDULER = {"type", "warmup_steps", "warmup_ratio", "min_lr_ratio"}
-
-
-def read_training_config(tc: dict | None) -> dict[str, Any]:
+def read_training_config(tc: ReferenceTrainingConfig | dict | None) -> dict[str, Any]:
     """The settings a reference ``training_config`` asks for (Arctic-Platform reads it before ``ds_config`` and lets
     it win: optimizer, gradient clipping, ``lr_scheduler`` over ``training_horizon`` optimizer steps).
 
     Same keyword arguments as :func:`read_ds_config`; with ``training_config`` the reference's defaults apply to
-    missing optimizer keys (lr 1e-5, weight decay 0). A key it does not read raises :class:`DsConfigError`
-    (``key`` is ``training_config.<path>``).
+    missing optimizer keys (lr 1e-5, weight decay 0). A dict it refuses raises :class:`DsConfigError`.
     """
+    tc = _typed(ReferenceTrainingConfig, tc, "training_config")
     if tc is None:
         return {}
-    if not isinstance(tc, dict):
-        raise DsConfigError("", "must be an object", root="training_config")
-
-    def bad(key: str, why: str) -> DsConfigError:
-        return DsConfigError(key, why, root="training_config")
-
-    def _tc_num(key: str, v: Any, **kw: Any) -> float:
-        return _num(key, v, root="training_config", **kw)
-
-    for k in sorted(set(tc) - _TC_KEYS):
-        raise bad(k, "is not read (known: " + ", ".join(sorted(_TC_KEYS)) + ")")
-    opt = tc.get("optimizer") or {}
-    if not isinstance(opt, dict):
-        raise bad("optimizer", "must be an object")
-    for k in sorted(set(opt) - _TC_OPTIMIZER - set(_TC_CLIP)):
-        raise bad(f"optimizer.{k}", "is not read")
-    if opt.get("adam_w_mode") is False:
-        raise bad("optimizer.adam_w_mode", "false (L2 Adam) is not implemented; AdamW only")
-    betas = opt.get("betas")
-    if betas is None:
-        betas = [opt.get("beta1", 0.9), opt.get("beta2", 0.999)]
-    if not isinstance(betas, (list, tuple)) or len(betas) != 2:
-        raise bad("optimizer.betas", f"must be two numbers, got {betas!r}")
+    o = tc.optimizer or TrainingOptimizer()
+    betas = o.betas or (o.beta1, o.beta2)
     out: dict[str, Any] = {
-        "lr": _tc_num("optimizer.lr", opt.get("lr", 1e-5)),
-        "betas": (_tc_num("optimizer.betas", betas[0]), _tc_num("optimizer.betas", betas[1])),
-        "eps": _tc_num("optimizer.eps", opt.get("eps", 1e-8), strict=True),
-        "weight_decay": _tc_num("optimizer.weight_decay", opt.get("weight_decay", 0.0)),
+        "lr": float(o.lr),
+        "betas": (float(betas[0]), float(betas[1])),
+        "eps": float(o.eps),
+        "weight_decay": float(o.weight_decay),
     }
-    clip = next((opt[k] for k in _TC_CLIP if k in opt), tc.get("gradient_clipping"))
+    clip = next((c for c in (o.gradient_clipping, o.max_grad_norm, tc.gradient_clipping) if c is not None), None)
     if clip is not None:
-        g = _tc_num("gradient_clipping", clip)
-        out["grad_clip"] = g if g > 0 else None
-    sched = tc.get("lr_scheduler")
-    horizon = tc.get("training_horizon", 0) or 0
-    if sched is not None:
-        if not isinstance(sched, dict):
-            raise bad("lr_scheduler", "must be an object")
-        for k in sorted(set(sched) - _TC_SCHEDULER):
-            raise bad(f"lr_scheduler.{k}", "is not read")
-        kind = sched.get("type", "constant")
-        if kind not in ("constant", "cosine"):
-            raise bad("lr_scheduler.type", f"{kind!r}: constant or cosine")
-        if horizon > 0:
-            h = int(_tc_num("training_horizon", horizon, lo=1))
-            if "warmup_steps" in sched:
-                warm = round(_tc_num("lr_scheduler.warmup_steps", sched["warmup_steps"]))
-            else:
-                warm = round(_tc_num("lr_scheduler.warmup_ratio", sched.get("warmup_ratio", 0.0)) * h)
-            out["lr_scheduler_type"] = kind
-            out["warmup_steps"] = int(warm)
-            if kind == "cosine":
-                out["total_steps"] = h
-                out["min_lr_ratio"] = _tc_num("lr_scheduler.min_lr_ratio", sched.get("min_lr_ratio") or 0.0)
-    return out
-
-
-def _read_scheduler(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise DsConfigError("scheduler", "must be an object {type, params}")
-    kind = value.get("type")
-    p = dict(value.get("params") or {})
-    warmup_type = p.pop("warmup_type", "log")
-    if warmup_type != "linear":
-        raise DsConfigError("scheduler.params.warmup_type", f"{warmup_type!r}: only 'linear' warmup is implemented")
-    if kind == "WarmupLR":
-        out: dict[str, Any] = {"lr_scheduler_type": "constant"}
-        if _num("scheduler.params.warmup_min_lr", p.pop("warmup_min_lr", 0.0)) != 0.0:
-            raise DsConfigError("scheduler.params.warmup_min_lr", "only 0 is implemented (warmup starts at 0)")
-        if "warmup_max_lr" in p:
-            out["warmup_max_lr"] = _num("scheduler.params.warmup_max_lr", p.pop("warmup_max_lr"))
-        out["warmup_steps"] = int(_num("scheduler.params.warmup_num_steps", p.pop("warmup_num_steps", 1000)))
-    elif kind == "WarmupCosineLR":
-        out = {"lr_scheduler_type": "cosine"}
-        if _num("scheduler.params.warmup_min_ratio", p.pop("warmup_min_ratio", 0.0)) != 0.0:
-            raise DsConfigError("scheduler.params.warmup_min_ratio", "only 0 is implemented (warmup starts at 0)")
-        if "total_num_steps" not in p:
-            raise DsConfigError("scheduler.params.total_num_steps", "is required for WarmupCosineLR")
-        out["total_steps"] = int(_num("scheduler.params.total_num_steps", p.pop("total_num_steps"), lo=1))
-        out["warmup_steps"] = int(_num("scheduler.params.warmup_num_steps", p.pop("warmup_num_steps", 0)))
-        out["min_lr_ratio"] = _num("scheduler.params.cos_min_ratio", p.pop("cos_min_ratio", 0.0))
-        if out["min_lr_ratio"] > 1:
-            raise DsConfigError("scheduler.params.cos_min_ratio", "must be <= 1")
-    else:
-        raise DsConfigError("scheduler.type", f"{kind!r}: only WarmupLR and WarmupCosineLR are implemented")
-    p.pop("last_batch_iteration", None)
-    if p:
-        raise DsConfigError(f"scheduler.params.{sorted(p)[0]}", "is not read by this server")
+        out["grad_clip"] = float(clip) if clip > 0 else None
+    s, horizon = tc.lr_scheduler, int(tc.training_horizon or 0)
+    if s is not None and horizon > 0:
+        warmup = s.warmup_steps if s.warmup_steps is not None else s.warmup_ratio * horizon
+        out.update(lr_scheduler_type=s.type, warmup_steps=int(round(warmup)))
+        if s.type == "cosine":
+            out.update(total_steps=horizon, min_lr_ratio=float(s.min_lr_ratio or 0.0))
     return out
 
 
@@ -728,95 +968,30 @@ def _read_scheduler(value: Any) -> dict[str, Any]:
 # extensions.lr_schedule and extensions.lora of a training job (verl's own keys)
 # ------------------------------------------------------------------------------------------------
 
-LR_SCHEDULE_KEYS = (
-    "lr_scheduler_type",
-    "warmup_style",
-    "lr_warmup_steps",
-    "lr_warmup_steps_ratio",
-    "total_training_steps",
-    "min_lr_ratio",
-    "num_cycles",
-    "zero_indexed_step",
-)
-"""verl's ``actor.optim`` schedule keys, accepted as they are in ``extensions.lr_schedule``."""
 
-
-def read_lr_schedule(value: Any) -> dict[str, Any]:
+def read_lr_schedule(value: LrSchedule | dict | None) -> dict[str, Any]:
     """``extensions.lr_schedule`` (verl's optimizer keys) as ``TrainingSettings`` keyword arguments.
 
     ``lr_warmup_steps`` <= 0 or None means ``lr_warmup_steps_ratio`` of the horizon; ``total_training_steps`` None or
     <= 0 means "not known yet" (a ``/step`` brings it); ``warmup_style`` is verl's deprecated name of
-    ``lr_scheduler_type``. Unknown keys raise ``ValueError`` naming ``extensions.lr_schedule.<key>``.
+    ``lr_scheduler_type``. A dict :class:`LrSchedule` refuses raises :class:`DsConfigError`.
     """
-    if value is None:
+    s = _typed(LrSchedule, value, "extensions.lr_schedule")
+    if s is None:
         return {}
-    if not isinstance(value, dict):
-        raise ValueError("extensions.lr_schedule must be an object of verl optimizer keys")
-    where = "extensions.lr_schedule"
-    for k in value:
-        if k not in LR_SCHEDULE_KEYS:
-            raise ValueError(f"{where}.{k} is not read by this server (known: {list(LR_SCHEDULE_KEYS)})")
-    kind = value.get("lr_scheduler_type") or "constant"
-    style = value.get("warmup_style")
-    if style is not None:
-        if value.get("lr_scheduler_type") not in (None, style):
-            raise ValueError(f"{where}.warmup_style {style!r} contradicts lr_scheduler_type {kind!r}")
-        kind = style
-    if kind not in ("constant", "cosine"):
-        raise ValueError(f"{where}.lr_scheduler_type {kind!r}: verl knows 'constant' and 'cosine'")
-    out: dict[str, Any] = {"lr_scheduler_type": kind}
-
-    def number(key: str, lo: float | None = None, hi: float | None = None) -> float | None:
-        v = value.get(key)
-        if v is None:
-            return None
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ValueError(f"{where}.{key} must be a finite number, got {v!r}")
-        if (lo is not None and v < lo) or (hi is not None and v > hi):
-            raise ValueError(f"{where}.{key} must be in [{lo}, {hi}], got {v!r}")
-        return float(v)
-
-    w = number("lr_warmup_steps")
-    out["warmup_steps"] = int(w) if w is not None and w > 0 else 0
-    out["warmup_steps_ratio"] = number("lr_warmup_steps_ratio", 0.0, 1.0) or 0.0
-    t = number("total_training_steps")
-    out["total_steps"] = int(t) if t is not None and t > 0 else None
-    out["min_lr_ratio"] = number("min_lr_ratio", 0.0, 1.0) or 0.0
-    cycles = number("num_cycles")
-    out["num_cycles"] = 0.5 if cycles is None else cycles
-    z = value.get("zero_indexed_step", True)
-    if not isinstance(z, bool):
-        raise ValueError(f"{where}.zero_indexed_step must be true or false, got {z!r}")
-    out["zero_indexed_step"] = z
-    return out
+    w, t = s.lr_warmup_steps, s.total_training_steps
+    return {
+        "lr_scheduler_type": s.warmup_style or s.lr_scheduler_type or "constant",
+        "warmup_steps": int(w) if w is not None and w > 0 else 0,
+        "warmup_steps_ratio": float(s.lr_warmup_steps_ratio or 0.0),
+        "total_steps": int(t) if t is not None and t > 0 else None,
+        "min_lr_ratio": float(s.min_lr_ratio or 0.0),
+        "num_cycles": 0.5 if s.num_cycles is None else float(s.num_cycles),
+        "zero_indexed_step": s.zero_indexed_step,
+    }
 
 
-LORA_KEYS = ("rank", "alpha", "target_modules", "exclude_modules", "target_parameters")
-"""``extensions.lora`` keys: verl's ``model.lora_rank``, ``lora_alpha``, ``target_modules``, ``exclude_modules``,
-``target_parameters``."""
-
-
-def read_lora(value: Any) -> dict[str, Any] | None:
-    """``extensions.lora`` checked; None (or rank 0) means full fine-tuning."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise ValueError("extensions.lora must be an object {rank, alpha, target_modules, ...}")
-    for k in value:
-        if k not in LORA_KEYS:
-            raise ValueError(f"extensions.lora.{k} is not read by this server (known: {list(LORA_KEYS)})")
-    rank = value.get("rank", 0)
-    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-        raise ValueError(f"extensions.lora.rank must be a non-negative int, got {rank!r}")
-    if rank == 0:
-        return None
-    alpha = value.get("alpha", 16)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha > 0:
-        raise ValueError(f"extensions.lora.alpha must be a positive number, got {alpha!r}")
-    out: dict[str, Any] = {"rank": rank, "alpha": alpha, "target_modules": value.get("target_modules", "all-linear")}
-    for k in ("target_modules", "exclude_modules", "target_parameters"):
-        v = value.get(k, out.get(k))
-        if v is not None and not (isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))):
-            raise ValueError(f"extensions.lora.{k} must be a string or a list of strings, got {v!r}")
-        out[k] = v
-    return out
+def read_lora(value: Lora | dict | None) -> dict[str, Any] | None:
+    """``extensions.lora`` as the training settings' adapter; None (or rank 0) means full fine-tuning."""
+    lora = _typed(Lora, value, "extensions.lora")
+    return lora.model_dump() if lora is not None and lora.rank > 0 else None

@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from .. import wire
+from ..protocol import first_error
 from ..reasons import one_line
 from .errors import RequestError
 from .logs import logger
@@ -34,14 +35,15 @@ def error_reply(status: int, reason: str) -> JSONResponse:
     return JSONResponse({"detail": reason}, status_code=status)
 
 
-def _first_error(e: ValidationError | RequestValidationError) -> tuple[str, dict]:
+def _first_error(e: RequestValidationError) -> tuple[str, dict]:
     first = e.errors()[0] if e.errors() else {}
     return ".".join(str(x) for x in first.get("loc", ())), first
 
 
 def install_error_handlers(app: FastAPI) -> None:
     """Map every error onto ``{"detail": "<one-line reason>"}`` with its status: a :class:`RequestError` its own,
-    a malformed frame 400, a schema error 422 (``<field>: <message>``), anything else 500."""
+    a malformed frame 400, a schema error 422 naming the key path (a refusal: its own status,
+    :func:`~arctic_platform.protocol.first_error`), anything else 500."""
 
     @app.exception_handler(RequestError)
     async def _request_error(_r, e: RequestError):
@@ -53,8 +55,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ValidationError)
     async def _validation(_r, e: ValidationError):
-        loc, first = _first_error(e)
-        return error_reply(422, f"{loc}: {first.get('msg', str(e))}" if loc else first.get("msg", str(e)))
+        _, reason, status = first_error(e)
+        return error_reply(status, reason)
 
     @app.exception_handler(RequestValidationError)
     async def _req_validation(_r, e: RequestValidationError):

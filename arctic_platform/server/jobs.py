@@ -20,8 +20,10 @@
 * One live (pending or running) job per ``job_type``; a second ``/initialize`` of a live type gets 409. A failed or
   terminated record stays visible in ``/status`` but never blocks a new job. Destroying a ``PENDING`` job frees its
   slot at once: the build is abandoned and its engine discarded when it finishes.
-* Validation (type, server worker counts, model path, checkpoint path, dtype, device, ``ds_config``) happens before
-  anything is built (400 / 422 naming the key). The build runs in a worker thread; on any exception everything built
+* Validation happens before anything is built: the typed sections of :class:`~arctic_platform.protocol.JobConfig`
+  (job type, ``ds_config``, ``training_config``, ``ds_worker_config``, ``extensions``) when the body is read, then
+  server worker counts, model path, checkpoint path, dtype, device and attention implementation here (400 / 422
+  naming the key). The build runs in a worker thread; on any exception everything built
   so far is released and the job becomes ``FAILED`` with the exception as its reason, so a corrected ``/initialize``
   succeeds without a restart.
 * Every engine call holds the job's lock; waiting for it is bounded (``engine_timeout_s``) and expiry is an error
@@ -50,7 +52,6 @@ from typing import Any
 from ..protocol import (
     JOB_TYPES,
     LIVE_STATES,
-    DsConfigError,
     JobConfig,
     JobStatus,
     JobType,
@@ -71,68 +72,39 @@ from .settings import ServerLimits
 from .training_engine import TrainingEngine
 
 
-def _ext(cfg: JobConfig, key: str) -> Any:
-    return (cfg.extensions or {}).get(key)
-
-
-_DS_WORKER_KEYS = ("attn_implementation", "use_liger", "enable_gradient_checkpointing", "zorro_train_enable")
-"""``ds_worker_config`` keys the torch engines read (the reference adapter's set; ZoRRo only as ``false``)."""
-
-
 def training_settings(cfg: JobConfig) -> TrainingSettings:
-    """``TrainingSettings`` of a training job (422 naming a key the torch engine cannot honour).
+    """``TrainingSettings`` of a training job (its sections were checked when the body was read).
 
     Optimizer and clipping come from ``ds_config`` with ``training_config`` over it, as the reference reads them; the
     schedule from ``extensions.lr_schedule`` (verl's keys and semantics) when present, else from those two;
     ``ds_worker_config.enable_gradient_checkpointing`` and ``extensions.lora`` from where they are named.
     """
-    try:
-        kw = read_ds_config(cfg.ds_config)
-        kw.update(read_training_config(cfg.training_config))
-    except DsConfigError as e:
-        raise RequestError(str(e), 422) from None
+    kw = read_ds_config(cfg.ds_config)
+    kw.update(read_training_config(cfg.training_config))
     kw.pop("dtype", None)
-    try:
-        schedule = read_lr_schedule(_ext(cfg, "lr_schedule"))
-        lora = read_lora(_ext(cfg, "lora"))
-    except ValueError as e:
-        raise RequestError(str(e), 422) from None
+    schedule = read_lr_schedule(cfg.extensions.lr_schedule)
     if schedule:
         # verl's schedule (ticked once per training step by its client) supersedes the ds_config scheduler, which a
         # DeepSpeed server would tick per optimizer step
         for k in ("lr_scheduler_type", "warmup_steps", "total_steps", "min_lr_ratio"):
             kw.pop(k, None)
         kw.update(schedule)
-    kw["lora"] = lora
-    kw["gradient_checkpointing"] = bool((cfg.ds_worker_config or {}).get("enable_gradient_checkpointing", False))
+    kw["lora"] = read_lora(cfg.extensions.lora)
+    kw["gradient_checkpointing"] = bool(cfg.ds_worker_config.enable_gradient_checkpointing)
     return TrainingSettings(**kw)
 
 
-def _check_worker_config(cfg: JobConfig) -> None:
-    """``ds_worker_config`` and ``log_prob_config``: everything read or refused (422) by name."""
+def _check_attn_implementation(cfg: JobConfig) -> None:
+    """``ds_worker_config.attn_implementation``: one transformers can load here (422 otherwise)."""
     from .capabilities import attn_implementations
 
-    wc = cfg.ds_worker_config or {}
-    for k, v in wc.items():
-        if k not in _DS_WORKER_KEYS:
-            raise RequestError(f"ds_worker_config.{k} is not read by this server (known: {_DS_WORKER_KEYS})", 422)
-        if k in ("use_liger", "zorro_train_enable") and v:
-            what = "Liger kernels" if k == "use_liger" else "ZoRRo training"
-            raise RequestError(f"ds_worker_config.{k}=true: the torch engine has no {what}", 422)
-    attn = wc.get("attn_implementation")
+    attn = cfg.ds_worker_config.attn_implementation
     if attn is not None and attn not in attn_implementations():
         raise RequestError(
             f"ds_worker_config.attn_implementation={attn!r} cannot be loaded here (available: "
             f"{list(attn_implementations())})",
             422,
         )
-    if cfg.log_prob_config is not None:
-        if cfg.job_type != "log_prob":
-            raise RequestError(f"log_prob_config on a {cfg.job_type} job (it configures the log_prob job)", 422)
-        try:
-            read_ds_config(cfg.log_prob_config)  # sizing / ZeRO keys only place memory; anything else is refused
-        except DsConfigError as e:
-            raise RequestError(str(e).replace("ds_config", "log_prob_config", 1), 422) from None
 
 
 class BusyMeter:
@@ -300,8 +272,6 @@ class JobRegistry:
             RequestError: 400 on a bad config, 409 when a live job of the type exists.
         """
         lim = self.limits
-        if cfg.job_type not in JOB_TYPES:
-            raise RequestError(f"unknown job_type {cfg.job_type!r} (one of {JOB_TYPES})", 400)
         if lim.job_gpus()[cfg.job_type] <= 0:
             flag = gpus_flag(cfg.job_type)
             raise RequestError(f"this server was started with {flag} 0; it cannot host a {cfg.job_type} job", 400)
@@ -312,22 +282,13 @@ class JobRegistry:
         if not (mpath / "config.json").is_file():
             raise RequestError(f"model_name {model!r} is not a local Hugging Face model folder (no config.json)", 400)
         device = job_device(lim, cfg)
-        try:
-            ds_dtype = read_ds_config(cfg.ds_config).get("dtype")
-        except DsConfigError as e:
-            raise RequestError(str(e), 422) from None
-        ext_dtype = _ext(cfg, "dtype")
+        ds_dtype = read_ds_config(cfg.ds_config).get("dtype")
+        ext_dtype = cfg.extensions.dtype
         if ext_dtype and ds_dtype and ext_dtype != ds_dtype:
             raise RequestError(f"extensions.dtype {ext_dtype!r} contradicts ds_config ({ds_dtype} enabled)", 422)
         dtype = ext_dtype or ds_dtype or lim.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
         resolve_dtype(dtype)
-        _check_worker_config(cfg)
-        sp = _ext(cfg, "sampling_process")
-        if sp is not None and not isinstance(sp, bool):
-            raise RequestError(f"extensions.sampling_process must be true or false, got {sp!r}", 422)
-        msl = _ext(cfg, "max_seq_len")
-        if msl is not None and (isinstance(msl, bool) or not isinstance(msl, int) or msl < 1):
-            raise RequestError(f"extensions.max_seq_len must be a positive int, got {msl!r}", 422)
+        _check_attn_implementation(cfg)
         sampling_engine = _check_sampling(cfg, lim, job_settings(cfg, lim, str(mpath), device, dtype))
         if cfg.job_type == "training":
             if not cfg.checkpoint_path:
@@ -339,7 +300,7 @@ class JobRegistry:
                     f"checkpoint_path {cfg.checkpoint_path!r} is not usable ({e.strerror})", 400
                 ) from None
             ts = training_settings(cfg)
-            if ts.needs_horizon() and not ts.total_steps and not _ext(cfg, "lr_schedule"):
+            if ts.needs_horizon() and not ts.total_steps and cfg.extensions.lr_schedule is None:
                 raise RequestError("ds_config.scheduler.params.total_num_steps is required for WarmupCosineLR", 422)
             if dtype == "float16":
                 raise RequestError(
@@ -486,7 +447,7 @@ def job_settings(cfg: JobConfig, lim: ServerLimits, model: str, device: str, dty
         device=device,
         dtype=dtype,
         max_seq_len=_max_seq_len(cfg, lim),
-        attn_implementation=(cfg.ds_worker_config or {}).get("attn_implementation") or "sdpa",
+        attn_implementation=cfg.ds_worker_config.attn_implementation or "sdpa",
         seed=int(cfg.seed),
     )
 
@@ -498,10 +459,10 @@ def _check_sampling(cfg: JobConfig, lim: ServerLimits, settings: EngineSettings)
         return None
     from .vllm_engine import check_vllm_config, resolve_sampling_engine
 
-    asked = _ext(cfg, "sampling_engine") or lim.sampling_engine
+    asked = cfg.extensions.sampling_engine or lim.sampling_engine
     engine = resolve_sampling_engine(str(asked), settings.device)
     if engine == "vllm":
-        if _ext(cfg, "sampling_process"):
+        if cfg.extensions.sampling_process:
             raise RequestError(
                 "extensions.sampling_process is for the torch engine; the vLLM engine runs in its own processes", 422
             )
@@ -512,12 +473,12 @@ def _check_sampling(cfg: JobConfig, lim: ServerLimits, settings: EngineSettings)
 
 
 def _sampling_process(cfg: JobConfig, lim: ServerLimits) -> bool:
-    v = _ext(cfg, "sampling_process")
-    return lim.sampling_process if v is None else bool(v)
+    v = cfg.extensions.sampling_process
+    return lim.sampling_process if v is None else v
 
 
 def _max_seq_len(cfg: JobConfig, lim: ServerLimits) -> int:
-    msl = _ext(cfg, "max_seq_len")
+    msl = cfg.extensions.max_seq_len
     if msl is None and cfg.job_type == "sampling":
         msl = (cfg.vllm_config or {}).get("max_model_len")
     return int(msl or lim.max_seq_len)
@@ -534,7 +495,7 @@ def job_device(lim: ServerLimits, cfg: JobConfig) -> str:
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     requested = lim.job_gpus()
     try:
-        asked = str(_ext(cfg, "device") or "auto")
+        asked = cfg.extensions.device or "auto"
         if asked in ("auto", "cuda"):
             device = place_jobs(requested, device=lim.device, device_count=count, overrides=lim.job_devices)[
                 cfg.job_type

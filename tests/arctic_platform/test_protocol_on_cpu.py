@@ -6,14 +6,19 @@ import subprocess
 import sys
 
 import pytest
+from pydantic import ValidationError
 
 from arctic_platform.protocol import (
     AGG_MODES,
+    JOB_TYPES,
     KL_TYPES,
     TERMINAL_STATES,
+    DestroyRequest,
     DsConfigError,
+    JobConfig,
     JobStatus,
     build_ds_config,
+    first_error,
     normalize_state,
     read_ds_config,
 )
@@ -105,3 +110,73 @@ def test_training_config_is_read_as_the_reference_reads_it():
     ):
         with pytest.raises(DsConfigError, match=key.replace(".", r"\.")):
             read_training_config(bad)
+
+
+_COSINE_KEY_ON_WARMUP_LR = {"type": "WarmupLR", "params": {"warmup_type": "linear", "total_num_steps": 9}}
+
+
+@pytest.mark.parametrize(
+    "body, path, status",
+    [
+        ({"ds_config": {"optimizer": {"params": {"foo": 1}}}}, "ds_config.optimizer.params.foo", 422),
+        ({"ds_config": {"scheduler": _COSINE_KEY_ON_WARMUP_LR}}, "ds_config.scheduler.params.total_num_steps", 422),
+        ({"job_type": "log_prob", "log_prob_config": {"bf16": {"enabled": 2}}}, "log_prob_config.bf16.enabled", 422),
+        ({"training_config": {"lr_scheduler": {"warmup": 1}}}, "training_config.lr_scheduler.warmup", 422),
+        ({"ds_worker_config": {"bar": True}}, "ds_worker_config.bar", 422),
+        ({"extensions": {"baz": 1}}, "extensions.baz", 422),
+        ({"extensions": {"lr_schedule": {"zero_indexed_step": 1}}}, "extensions.lr_schedule.zero_indexed_step", 422),
+        ({"extensions": {"lora": {"rank": 2.5}}}, "extensions.lora.rank", 422),
+        ({"job_type": "critic"}, "job_type", 400),
+    ],
+    ids=["ds-param", "param-of-other-scheduler", "log-prob-config", "training-config", "worker", "extension",
+         "lr-schedule", "lora", "job-type"],
+)  # fmt: skip
+def test_job_config_sections_refuse_a_key_by_its_full_path(body, path, status):
+    with pytest.raises(ValidationError) as ei:
+        JobConfig.model_validate(body)
+    got_path, reason, got_status = first_error(ei.value)
+    assert (got_path, got_status) == (path, status) and reason.split()[0].rstrip(":") == path, reason
+
+
+def test_job_type_is_a_literal_refused_with_the_types():
+    assert DestroyRequest.model_validate({"job_type": "log_prob"}).job_type == "log_prob"
+    for model in (JobConfig, DestroyRequest):
+        with pytest.raises(ValidationError) as ei:
+            model.model_validate({"job_type": "critic"})
+        _, reason, status = first_error(ei.value)
+        assert status == 400 and "unknown job_type" in reason and all(repr(t) in reason for t in JOB_TYPES), reason
+
+
+def test_client_bodies_read_into_the_typed_sections_without_loss(tmp_path):
+    """Every key the client sends is a typed field: dumping the parsed body gives the body back."""
+    from arctic_platform.client import ArcticRLClientConfig
+
+    lr_schedule = {"lr_scheduler_type": "cosine", "lr_warmup_steps": -1, "total_training_steps": None,
+                   "min_lr_ratio": 0.0, "num_cycles": 0.5, "zero_indexed_step": True}  # fmt: skip
+    c = ArcticRLClientConfig(
+        model_name="m",
+        training={
+            "checkpoint_path": str(tmp_path),
+            "micro_batch_size": 2,
+            "train_batch_size": 4,
+            "deepspeed": {"zero_optimization": {"stage": 3}, "log_level": "INFO"},
+            "ds_worker_config": {
+                "attn_implementation": "eager",
+                "use_liger": False,
+                "enable_gradient_checkpointing": True,
+            },
+            "lr_scheduler_type": "cosine",
+            "total_steps": 10,
+            "warmup_steps": 2,
+            "lr_schedule": lr_schedule,
+            "lora": {"rank": 4, "alpha": 8, "target_modules": ["q_proj"], "exclude_modules": None},
+        },
+        sampling={"arctic_inference_config": {"zorro_inference": {"enable": False}}},
+    )
+    for job_type in JOB_TYPES:
+        body = c.job_config(job_type)
+        cfg = JobConfig.model_validate(body)
+        assert cfg.model_dump(mode="json", exclude_unset=True) == body, job_type
+    cfg = JobConfig.model_validate(c.job_config("training"))
+    assert cfg.ds_worker_config.enable_gradient_checkpointing is True and cfg.extensions.lora.rank == 4
+    assert cfg.ds_config.scheduler.type == "WarmupCosineLR" and cfg.ds_config.scheduler.params.total_num_steps == 10

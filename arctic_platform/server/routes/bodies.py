@@ -25,9 +25,10 @@ from typing import Any, TypeVar
 
 from fastapi import Request
 from fastapi.responses import Response
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from ... import wire
+from ...protocol import first_error
 from ..engine_calls import in_thread
 from ..errors import RequestError
 from ..settings import ServerSettings
@@ -60,12 +61,17 @@ async def read_json(request: Request, *, required: bool = False) -> Any:
 
 
 def parse_model(model: type[M], data: Any) -> M:
-    """``data`` (a JSON object; None means ``{}``) as ``model``; pydantic's errors become 422 naming the field."""
+    """``data`` (a JSON object; None means ``{}``) as ``model``. An error is a :class:`RequestError` naming the key
+    path (:func:`~arctic_platform.protocol.first_error`): 422, or a refusal's own status (an unknown job type: 400)."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise RequestError(f"the JSON body must be an object, got {type(data).__name__}", 422)
-    return model.model_validate(data)
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        _, reason, status = first_error(e)
+        raise RequestError(reason, status) from None
 
 
 async def read_frame(request: Request, settings: ServerSettings) -> dict:

@@ -354,6 +354,10 @@ def test_wrong_type_unknown_job_missing_id(http, jobs, train_batch):
         400,
         "not sampling",
     )
+    # job_type is a Literal: an unknown one is the server's 400 naming the types, on both bodies that carry it
+    for path in ("/initialize", "/destroy"):
+        r = http.post(path, params={"job_id": jobs["training"]}, json={"job_type": "critic"})
+        _refused(http, r, 400, "unknown job_type (one of ('training', 'sampling', 'log_prob'))")
 
 
 def test_schema_and_loss_config_errors(http, jobs, train_batch):
@@ -468,6 +472,8 @@ def test_initialize_conflicts_failures_and_retry(http, jobs, server, tiny_model_
     bad_ds["ds_config"] = {"fp16_master_weights_and_grads": True}
     _refused(http, http.post("/initialize", json=bad_ds), 422, "ds_config.fp16_master_weights_and_grads")
     _refused(http, http.post("/initialize", json={"job_type": "sampling", "device": "cpu"}), 422, "extensions.device")
+    typo = {"job_type": "sampling", "extensions": {"sampling_engin": "torch"}}  # never silently lost
+    _refused(http, http.post("/initialize", json=typo), 422, "extensions.sampling_engin is not read")
     # destroy the sampling job; a build that fails in the background leaves a failed record with a reason
     sid = jobs["sampling"]
     assert http.post("/destroy", params={"job_id": sid}, json={"job_type": "sampling"}).json()["status"] == "TERMINATED"

@@ -19,6 +19,7 @@ import torch
 from arctic_platform.protocol import JobConfig
 from arctic_platform.server import engines as E
 from arctic_platform.server.jobs import training_settings
+from arctic_platform.server.routes.bodies import parse_model
 from arctic_platform.server.schedule import TrainingSettings
 
 verl_F = pytest.importorskip("verl.utils.torch_functional")
@@ -28,6 +29,11 @@ P, R = 6, 5
 
 def _settings(model_dir, dtype="float32", **kw):
     return E.EngineSettings(model_path=str(model_dir), device="cpu", dtype=dtype, max_seq_len=64, **kw)
+
+
+def _body(**kw) -> JobConfig:
+    """A ``JobConfig`` as ``/initialize`` reads it: a section it refuses is a RequestError (422) naming the key."""
+    return parse_model(JobConfig, kw)
 
 
 def _batch(seed=0, b=6):
@@ -214,9 +220,9 @@ def test_lora_checkpoint_holds_the_adapter_and_resumes(tiny_model_dir, lora_engi
 
 def test_lora_settings_are_checked():
     with pytest.raises(E.RequestError, match="extensions.lora.rank"):
-        training_settings(JobConfig(model_name="m", extensions={"lora": {"rank": -1}}))
+        training_settings(_body(model_name="m", extensions={"lora": {"rank": -1}}))
     with pytest.raises(E.RequestError, match="extensions.lora.dropout is not read"):
-        training_settings(JobConfig(model_name="m", extensions={"lora": {"rank": 4, "dropout": 0.1}}))
+        training_settings(_body(model_name="m", extensions={"lora": {"rank": 4, "dropout": 0.1}}))
     assert training_settings(JobConfig(model_name="m", extensions={"lora": {"rank": 0}})).lora is None
 
 
@@ -300,7 +306,7 @@ def test_lr_schedule_refusals():
     ]
     for schedule, match in bad:
         with pytest.raises(E.RequestError, match=match):
-            training_settings(JobConfig(model_name="m", extensions={"lr_schedule": schedule}))
+            training_settings(_body(model_name="m", extensions={"lr_schedule": schedule}))
 
 
 # ---- row: loss_scale_factor: null ----
