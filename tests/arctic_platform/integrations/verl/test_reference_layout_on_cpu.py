@@ -211,6 +211,24 @@ def recorded_run(tiny_model_dir, tmp_path_factory, serve_server, proxy_cls):
                     assert fw.status == 200, fw.reply
                     sent[name] = {"frame": wire.decode(fw.body)}
                 await worker.backend.aclose()
+                # the same jobs, taken for Arctic-Platform main's (no IS weights): a batch with IS weights is refused
+                # before any frame is sent (that engine answers them with a 500, and trains unweighted without them)
+                from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN
+
+                from .batches import nested
+
+                handle = {**backend.reconnect_handle(), "profile": ARCTIC_PLATFORM_MAIN.model_dump(mode="json")}
+                ap_worker = _worker(cfg, handle)
+                td = _v1_batch(case, 1.0, update=True)
+                td["rollout_is_weights"] = nested(case["rollout_is_weights"], torch.float32)
+                n = len(proxy.calls)
+                with pytest.raises(ValueError) as refused:
+                    await ap_worker.update_actor(td)
+                sent["is_weights_on_arctic_platform_main"] = {
+                    "error": str(refused.value),
+                    "paths": [c.path for c in proxy.calls[n:]],
+                }
+                await ap_worker.backend.aclose()
 
             asyncio.run(run())
             inits = {c.json()["job_type"]: c.json() for c in proxy.calls_to("/initialize")}
@@ -222,6 +240,13 @@ def recorded_run(tiny_model_dir, tmp_path_factory, serve_server, proxy_cls):
 @pytest.mark.parametrize("name", ["update_T1", "update_T0.7", "forward_T1", "forward_T0.7", "forward_ref_T1"])
 def test_plugin_frames_match_the_reference_adapters(recorded_run, name):
     _same_frame(recorded_run["sent"][name]["frame"], _frame(name), forward=name.startswith("forward"))
+
+
+def test_is_weights_are_refused_for_a_backend_that_applies_none(recorded_run):
+    got = recorded_run["sent"]["is_weights_on_arctic_platform_main"]
+    assert "/forward-backward" not in got["paths"] and "/step" not in got["paths"], got
+    assert "rollout_is_weights" in got["error"] and "Arctic-Platform main" in got["error"], got
+    assert "algorithm.rollout_correction.rollout_is=null" in got["error"], got
 
 
 def test_plugin_sent_the_reference_bodies_it_built(recorded_run):
