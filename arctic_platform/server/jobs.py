@@ -215,6 +215,7 @@ class Job:
             d["policy_version"] = eng.policy_version
             d["inference_state"] = eng.state
             d["engine_pid"] = getattr(eng, "pid", None)  # the sampling process (``--sampling-process``) or null
+            d["engine_config"] = eng.engine_config()  # what of vllm_config the engine runs with (read from it)
             b = self.batcher
             d["generate_requests"] = b.requests if b is not None else 0
             d["generate_batches"] = b.batches if b is not None else 0

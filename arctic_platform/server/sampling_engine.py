@@ -22,6 +22,7 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -100,13 +101,18 @@ class SamplingEngine(ModelEngine):
     def load_weights_from(self, source_model) -> None:
         copy_weights(source_model, self.model)
 
+    def engine_config(self) -> dict[str, Any]:
+        """What of the job's ``vllm_config`` this engine runs with (``/job/{id}``'s ``engine_config``):
+        ``max_num_seqs`` (rows decoded together) and ``max_model_len`` (the job's ``max_seq_len``)."""
+        return {"max_num_seqs": int(self.max_batch_rows), "max_model_len": int(self.settings.max_seq_len)}
+
     # ---- sleep / wake (docs/arctic-rl-protocol.md §7) ----
     def sleep(self, level: int) -> dict:
         if level not in (1, 2):
             raise RequestError(f"sleep level must be 1 or 2, got {level}")
-        self._release(level)
+        released = self._release(level)
         self.state = "sleeping"
-        return {"state": self.state, "level": level}
+        return {"state": self.state, "level": level, "memory_released": released}
 
     def wake(self, tags: list[str] | None) -> dict:
         tags = None if tags is None else list(tags)
@@ -125,11 +131,14 @@ class SamplingEngine(ModelEngine):
             self.state = "ready"
         return {"state": self.state}
 
-    def _release(self, level: int) -> None:
-        """:meth:`sleep`'s memory part: the weights go to CPU (a CPU engine keeps them; only the state changes)."""
+    def _release(self, level: int) -> bool:
+        """:meth:`sleep`'s memory part: the weights go to CPU (a CPU engine keeps them; only the state changes).
+        Returns whether device memory was released (``memory_released`` in the reply)."""
         if self.device.type == "cuda":
             self.model.to("cpu")
             torch.cuda.empty_cache()
+            return True
+        return False
 
     def _restore(self, tags: list[str] | None, wake_weights: bool) -> None:
         """:meth:`wake`'s memory part, before the state moves on: the weights back to the engine's device."""

@@ -99,17 +99,26 @@ def vllm_available() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def resolve_sampling_engine(requested: str, device: str) -> str:
+def resolve_sampling_engine(requested: str, device: str, *, vllm_installed: bool | None = None) -> str:
     """``"vllm"`` or ``"torch"`` for a sampling job on ``device``.
 
     ``auto`` is vLLM whenever it is installed, and always vLLM on CUDA (where the torch loop is no substitute);
-    ``vllm`` requires it. Raises :class:`RequestError` (400) naming the extra to install.
+    ``vllm`` requires it.
+
+    Args:
+        requested: ``auto``, ``vllm`` or ``torch`` (:data:`SAMPLING_ENGINES`).
+        device: the job's device (``cpu``, ``cuda:N``).
+        vllm_installed: whether vLLM is installed; None (the server's call) checks with :func:`vllm_available`.
+
+    Raises:
+        RequestError: 422 for an unknown engine name; 400 when vLLM is required (``vllm``, or ``auto`` on CUDA) but
+            not installed, naming the extra to install.
     """
     if requested not in SAMPLING_ENGINES:
         raise RequestError(f"sampling engine {requested!r} is not one of {SAMPLING_ENGINES}", 422)
     if requested == "torch":
         return "torch"
-    if vllm_available():
+    if vllm_available() if vllm_installed is None else vllm_installed:
         return "vllm"
     if requested == "vllm" or str(device).startswith("cuda"):
         extra = "h200" if str(device).startswith("cuda") else "cpu"
@@ -176,6 +185,16 @@ def engine_kwargs(settings: EngineSettings, vllm_config: dict | None) -> dict[st
         kw["enforce_eager"] = True
         # vLLM 0.31 CPU: a seeded request whose prefill is split across steps kills the worker ("CPU Generator does
         # not use offset"); without chunked prefill a prompt is always prefilled in one step
+        if cfg.get("enable_chunked_prefill"):
+            raise RequestError(
+                f"vllm_config.enable_chunked_prefill={cfg['enable_chunked_prefill']!r} on a CPU vLLM engine: vLLM "
+                "0.31's CPU backend kills its worker when a seeded request's prefill is split across steps ('CPU "
+                "Generator does not use offset'), which chunked prefill does to any prompt longer than "
+                "max_num_batched_tokens; leave it out or set it false (verl: "
+                "actor_rollout_ref.rollout.enable_chunked_prefill=false; the CPU engine prefills each prompt in one "
+                "step)",
+                422,
+            )
         kw["enable_chunked_prefill"] = False
         if not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
             kw["kv_cache_memory_bytes"] = DEFAULT_CPU_KV_CACHE_BYTES
@@ -232,7 +251,6 @@ class VllmSamplingEngine(SamplingEngine):
         pad = cfg.get("pad_token_id")
         self.pad_id = int(pad) if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
         self._ckpt_shapes = _checkpoint_shapes(Path(settings.model_path))
-        self._loaded_norm: tuple[float, int] | None = None
         if self.device.type == "cpu":
             _cpu_notes(vllm_config or {})
         from vllm import EngineArgs
@@ -242,6 +260,8 @@ class VllmSamplingEngine(SamplingEngine):
         with _environ(env):
             self._engine = LLMEngine.from_engine_args(EngineArgs(**kw))
         self.engine_kwargs = kw
+        # read once from vLLM's worker (fixed for the engine's life); /job/{id} reports it without an engine call
+        self._engine_config: dict[str, Any] = self._engine.collective_rpc("arctic_engine_config")[0]
         # vLLM's first seeded, log-prob request pays one-off set-up (measured 3 s alone, ~18 s inside a loaded smoke
         # run); pay it while the job builds, which overlaps the trainer's own start-up, not in the first rollout
         self.generate([GenerateItem(prompt=[self.pad_id] * 4, max_tokens=2, seed=0, logprobs=0)])
@@ -378,25 +398,33 @@ class VllmSamplingEngine(SamplingEngine):
             except OSError:
                 pass
         self._engine.reset_prefix_cache()
-        self._loaded_norm = _norm(state.values())
 
     def weight_norm(self) -> tuple[float, int]:
-        """sqrt(sum p^2) (float64) and element count of the weights the engine holds: the checkpoint it started from,
-        or the last weight sync. (vLLM's CPU backend repacks linear weights into its kernel layout, so the norm is
-        taken from the tensors handed to vLLM rather than read back.)"""
-        if self._loaded_norm is None:
-            from safetensors.torch import load_file
+        """sqrt(sum p^2) (float64) and element count of the weights vLLM's model holds, read back from its worker
+        (the worker extension's ``arctic_weight_norm`` through ``collective_rpc``; on CPU the linear weights are read
+        back from the packed GEMMs the model computes with).
 
-            tensors = []
-            for f in sorted(Path(self.settings.model_path).glob("*.safetensors")):
-                tensors.extend(load_file(str(f)).values())
-            self._loaded_norm = _norm(tensors)
-        return self._loaded_norm
+        Raises:
+            RequestError: 409 for a tensor-parallel engine (its shards replicate some weights).
+        """
+        parts = self._engine.collective_rpc("arctic_weight_norm")
+        if len(parts) != 1:
+            raise RequestError(f"weight norm of a vLLM engine with {len(parts)} workers (tensor parallel)", 409)
+        sumsq, n = parts[0]
+        return math.sqrt(float(sumsq)), int(n)
+
+    def engine_config(self) -> dict[str, Any]:
+        """The engine configuration vLLM's worker was built with (``/job/{id}``'s ``engine_config``): what of the
+        job's ``vllm_config`` vLLM honoured, read from vLLM (the worker extension's ``arctic_engine_config``, once at
+        start) rather than from the arguments handed to it."""
+        return dict(self._engine_config)
 
     # ---- sleep / wake / prefix cache ----
-    def _release(self, level: int) -> None:
+    def _release(self, level: int) -> bool:
         if self.device.type == "cuda":
             self._engine.sleep(level)
+            return True
+        return False  # vLLM's sleep mode is CUDA-only: the CPU engine keeps its weights and KV cache
 
     def _restore(self, tags: list[str] | None, wake_weights: bool) -> None:
         if self.device.type == "cuda" and self.state != "ready":

@@ -18,7 +18,10 @@ vLLM mixes this class into its worker (engine argument ``worker_extension_cls``)
 ``collective_rpc``. Weight sync goes through vLLM's public reload path, ``model_runner.reload_weights`` with
 checkpoint-format tensors (the HF parameter names the training engine has), which also redoes vLLM's
 post-load processing (the CPU backend repacks linear weights into its kernel layout). The tensors arrive as a
-safetensors file (under ``/dev/shm``), never pickled. Imported in vLLM's worker process only.
+safetensors file (under ``/dev/shm``), never pickled. :meth:`ArcticWorkerExtension.arctic_weight_norm` reads the
+weights back from the live model, including the copies the CPU backend packed into its GEMM kernels (read back by
+running the kernel on an identity matrix), and :meth:`ArcticWorkerExtension.arctic_engine_config` reports the engine
+configuration the worker was built with. Imported in vLLM's worker process only.
 """
 
 from __future__ import annotations
@@ -37,6 +40,90 @@ class ArcticWorkerExtension:
         self.model_runner.reload_weights(weights_iterator=iter(state.items()), is_checkpoint_format=True)
         _refresh_cpu_embedding_gemms(self.model_runner.get_model())
         return len(state)
+
+    def arctic_weight_norm(self) -> tuple[float, int]:
+        """Sum of squares (float64) and element count of the weights the live model computes with.
+
+        Each parameter counts once (a tied ``lm_head`` shares the embedding's), without vocabulary padding. A linear
+        layer whose weight the CPU backend moved into a packed GEMM (its ``weight`` left empty) is read back from
+        that GEMM; an embedding that also has a packed GEMM (the logits of a tied ``lm_head``) must hold exactly its
+        weight there.
+
+        Raises:
+            RuntimeError: a packed GEMM copy differs from the weight it was packed from (naming the module).
+        """
+        import torch
+
+        total = torch.zeros((), dtype=torch.float64)
+        count = 0
+        seen: set[int] = set()
+        with torch.no_grad():
+            for name, module in self.model_runner.get_model().named_modules():
+                w = getattr(module, "weight", None)
+                packed = callable(getattr(module, "cpu_linear", None)) and isinstance(w, torch.Tensor)
+                if packed and w.numel() > 0 and not w.is_meta:  # an embedding with a logits GEMM
+                    live = _gemm_read_back(module, w)
+                    if not torch.equal(live, _unpadded(module, w)):
+                        raise RuntimeError(f"vLLM's packed GEMM copy of {name}.weight differs from the weight")
+                for pname, p in module.named_parameters(recurse=False):
+                    if id(p) in seen:
+                        continue
+                    seen.add(id(p))
+                    if pname == "weight" and packed and p.numel() == 0:
+                        t = _gemm_read_back(module, p)  # the CPU backend removed the weight after packing it
+                    elif pname == "weight":
+                        t = _unpadded(module, p)
+                    else:
+                        t = p
+                    total += t.detach().to("cpu", torch.float64).square().sum()
+                    count += t.numel()
+        return float(total), count
+
+    def arctic_engine_config(self) -> dict:
+        """The engine configuration this worker was built with (vLLM's ``VllmConfig``): the keys a job's
+        ``vllm_config`` most often sets, as plain values."""
+        cfg = self.vllm_config
+        cc = cfg.compilation_config
+        return {
+            "max_num_seqs": int(cfg.scheduler_config.max_num_seqs),
+            "max_num_batched_tokens": int(cfg.scheduler_config.max_num_batched_tokens),
+            "max_model_len": int(cfg.model_config.max_model_len),
+            "enable_chunked_prefill": bool(cfg.scheduler_config.enable_chunked_prefill),
+            "enable_prefix_caching": bool(cfg.cache_config.enable_prefix_caching),
+            "block_size": int(cfg.cache_config.block_size),
+            "enforce_eager": bool(cfg.model_config.enforce_eager),
+            "seed": cfg.model_config.seed,
+            "compilation_config": {
+                "mode": str(getattr(cc.mode, "name", cc.mode)),
+                "cudagraph_mode": str(getattr(cc.cudagraph_mode, "name", cc.cudagraph_mode)),
+                "custom_ops": list(cc.custom_ops),
+                "splitting_ops": list(cc.splitting_ops or []),
+            },
+        }
+
+
+def _unpadded(module, weight):
+    """``weight`` without the zero rows vLLM pads a vocabulary to (embeddings, ``lm_head``); others unchanged."""
+    shard = getattr(module, "shard_indices", None)
+    if shard is None or weight.ndim != 2:
+        return weight
+    return weight[: shard.num_org_elements]
+
+
+def _gemm_read_back(module, weight, rows: int = 256):
+    """The ``(N, K)`` weight a CPU GEMM (``module.cpu_linear``) multiplies with, read back by running it on the
+    identity, ``rows`` rows at a time (I @ W^T = W^T; each output element is one product with 1.0 plus zeros, so the
+    read-back is exact in any dtype). Vocabulary padding (embeddings, ``lm_head``) is cut off."""
+    import torch
+
+    k = int(module.input_size_per_partition)
+    parts = []
+    for start in range(0, k, rows):
+        eye = torch.zeros(min(rows, k - start), k, dtype=weight.dtype)
+        eye[:, start : start + eye.shape[0]] = torch.eye(eye.shape[0], dtype=weight.dtype)
+        parts.append(module.cpu_linear(eye, weight, None))
+    w = torch.cat(parts).t()
+    return _unpadded(module, w)
 
 
 def _refresh_cpu_embedding_gemms(model) -> None:

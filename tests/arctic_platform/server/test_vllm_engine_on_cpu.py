@@ -1,0 +1,60 @@
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+"""``arctic_platform.server.vllm_engine``'s pure functions, without starting an engine: which engine a sampling job
+gets (:func:`resolve_sampling_engine`) and what the job's ``vllm_config`` becomes (:func:`engine_kwargs`).
+
+The engine itself (started through a real server) is tested in ``test_sampling_conformance_on_cpu.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from arctic_platform.server.errors import RequestError
+from arctic_platform.server.vllm_engine import resolve_sampling_engine, vllm_available
+
+# (requested, device, vLLM installed) -> engine; None = refused with a 400 naming the extra to install
+RESOLUTION = [
+    ("auto", "cpu", True, "vllm"),
+    ("auto", "cpu", False, "torch"),
+    ("auto", "cuda:0", True, "vllm"),
+    ("auto", "cuda:0", False, None),
+    ("vllm", "cpu", True, "vllm"),
+    ("vllm", "cpu", False, None),
+    ("vllm", "cuda:1", True, "vllm"),
+    ("vllm", "cuda:1", False, None),
+    ("torch", "cpu", True, "torch"),
+    ("torch", "cpu", False, "torch"),
+    ("torch", "cuda:0", True, "torch"),
+    ("torch", "cuda:0", False, "torch"),
+]
+
+
+@pytest.mark.parametrize(
+    "requested,device,installed,want",
+    RESOLUTION,
+    ids=[f"{r}-{d}-{'vllm' if i else 'novllm'}" for r, d, i, _ in RESOLUTION],
+)
+def test_resolve_sampling_engine(requested, device, installed, want):
+    if want is not None:
+        assert resolve_sampling_engine(requested, device, vllm_installed=installed) == want
+        return
+    with pytest.raises(RequestError) as e:
+        resolve_sampling_engine(requested, device, vllm_installed=installed)
+    assert e.value.status == 400
+    extra = "h200" if device.startswith("cuda") else "cpu"
+    assert f"verl[{extra}]" in str(e.value) and "--sampling-engine torch" in str(e.value)
+
+
+def test_resolve_sampling_engine_refuses_an_unknown_name():
+    with pytest.raises(RequestError) as e:
+        resolve_sampling_engine("sglang", "cpu", vllm_installed=True)
+    assert e.value.status == 422 and "sglang" in str(e.value)
+
+
+def test_resolve_sampling_engine_checks_the_installed_vllm_by_default():
+    installed = importlib.util.find_spec("vllm") is not None
+    assert vllm_available() is installed
+    assert resolve_sampling_engine("auto", "cpu") == ("vllm" if installed else "torch")
