@@ -327,9 +327,11 @@ def _master_weights(block: str) -> Check:
                 "casts fp32 weights to mixed_precision.param_dtype; it does not round them to another dtype "
                 "first; set it to fp32"
             )
+        dtypes = ctx.profile.compute_dtypes
+        compute = "remote_backend.arctic.dtype" if len(dtypes) > 1 else dtypes[0]
         return (
-            f"{path}={v!r}: {ctx.name} keeps float32 master weights (verl's default; its compute dtype is "
-            "remote_backend.arctic.dtype); set it to fp32"
+            f"{path}={v!r}: {ctx.name} keeps float32 master weights (verl's default) and computes in {compute}; set "
+            "it to fp32"
         )
 
     return check
