@@ -84,7 +84,12 @@ class BackendProfile(BaseModel):
     liger: bool = False
     """``ds_worker_config.use_liger`` (Liger kernels)."""
     sequence_parallel: bool = False
-    """``ds_config.sequence_parallel_size`` > 1 (Ulysses)."""
+    """``ds_config.sequence_parallel_size`` > 1 (Ulysses) for verl's models."""
+    compute_dtypes: tuple[str, ...] = ("bfloat16", "float32", "float64")
+    """dtypes the jobs compute in, over float32 master weights on the training job (verl's FSDP default:
+    ``model_dtype`` fp32, ``mixed_precision.param_dtype`` bf16 as the autocast dtype). Several: the job's dtype
+    picks one (``remote_backend.arctic.dtype`` -> ``extensions.dtype``; null: bfloat16 on CUDA, float32 on CPU);
+    one: fixed by the backend's engine."""
     extensions: tuple[str, ...] = Field(default_factory=tuple)
     """The embedded server's capability flags (:data:`arctic_platform.protocol.CAPABILITIES`)."""
 
@@ -116,7 +121,12 @@ ARCTIC_PLATFORM_MAIN = BackendProfile(
     sleep_wake=True,
     hf_export=True,
     liger=True,
-    sequence_parallel=True,
+    # common/deepspeed_worker.py only copies ds_config.sequence_parallel_size into DeepSpeed's config; no Ulysses
+    # process group or attention is set up for the models verl trains (only the qwen3.5-MoE loader has one)
+    sequence_parallel=False,
+    # ds_training_config: bf16 enabled and torch_autocast bfloat16 by default (fp32 master weights in DeepSpeed's
+    # bf16 optimizer, fp32 gradient accumulation); extensions.dtype is not read
+    compute_dtypes=("bfloat16",),
 )
 
 

@@ -367,9 +367,11 @@ def micro_batching_from_meta(meta: dict, default_micro_batch_size: int | None = 
 def micro_batch_rows(seq_lens: torch.Tensor, mb: MicroBatching) -> list[list[int]]:
     """Row indices of each micro-batch, as verl's ``prepare_micro_batches`` cuts them.
 
-    Fixed size: consecutive chunks of ``micro_batch_size`` rows (verl's ``chunk_tensordict``; a smaller last chunk is
-    allowed here, verl asserts divisibility). Dynamic: ``verl.utils.seqlen_balancing.rearrange_micro_batches`` on the
-    rows' real lengths with the token budget (its balanced partition and order).
+    Fixed size: consecutive chunks of ``micro_batch_size`` rows (verl's ``chunk_tensordict``). verl asserts that they
+    divide the mini-batch; the verl plugin refuses a config where they would not at start-up, so a smaller last chunk
+    comes only from the rows the plugin leaves out (verl's synthetic padding rows, which carry no loss). Dynamic:
+    ``verl.utils.seqlen_balancing.rearrange_micro_batches`` on the rows' real lengths with the token budget (its
+    balanced partition and order).
 
     Raises:
         LossConfigError: a row longer than the token budget.

@@ -18,6 +18,9 @@
 |---|---|
 | ``register.py`` | registrations only (``verl.plugins`` entry point): backend, lazy worker/replica loaders, Hydra |
 | ``adapter.py`` | the ``arctic`` ``RemoteBackend``: verl config -> Arctic RL client config, jobs, fail-loud checks |
+| ``options.py`` | the run's config as the plugin reads it: composition, verl's defaults, ``remote_backend.arctic`` |
+| ``settings.py`` | every verl setting per backend profile: honoured, placement or refused (docs/settings.md) |
+| ``compose_check.py``, ``probe.py`` | the dry run before Ray starts; ``arctic-verl probe`` against a live backend |
 | ``v1/worker.py`` | ``ArcticV1ActorRolloutRefWorker``: the CPU forwarder (log-probs, updates, weight sync, ckpts) |
 | ``v1/replica.py`` | ``ArcticV1Replica``: ``RolloutReplica`` whose server forwards ``generate`` to the backend |
 | ``v1/server.py`` | ``ArcticV1LLMServer``: the Ray actor serving ``generate`` -> ``TokenOutput`` |

@@ -26,49 +26,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
 from verl.remote_backend import RemoteBackend
 
+from .options import arctic_options, lr_scheduler_type, optimizer_steps_per_training_step, per_gpu, verl_defaults
+from .settings import check_settings, placement_note
+from .settings import settings_notes as _settings_notes
+
 if TYPE_CHECKING:
     from arctic_platform.backend_profile import BackendProfile
 
 logger = logging.getLogger(__name__)
 
-DEFAULTS_YAML = Path(__file__).resolve().parent / "config" / "remote_backend" / "arctic.yaml"
 BACKEND_TYPES = ("local", "onprem", "cortex")
 
 
 class ArcticConfigError(ValueError):
     """A verl configuration the arctic backend cannot honour (raised at start-up, naming the setting)."""
-
-
-def arctic_options(main_config: DictConfig) -> DictConfig:
-    """``remote_backend.arctic`` merged over the packaged defaults (works without the Hydra group too)."""
-    defaults = OmegaConf.load(DEFAULTS_YAML).arctic
-    group = main_config.get("remote_backend", None)
-    user = group.get("arctic", None) if group is not None else None
-    merged = OmegaConf.merge(defaults, user) if user is not None else defaults
-    OmegaConf.set_readonly(merged, False)
-    return merged
-
-
-def optimizer_steps_per_training_step(main_config: DictConfig) -> int:
-    """One forward-backward + /step per PPO mini-batch per epoch."""
-    actor = main_config.actor_rollout_ref.actor
-    num_minibatches = max(1, main_config.data.train_batch_size // actor.ppo_mini_batch_size)
-    return int(actor.ppo_epochs) * num_minibatches
-
-
-def sleeps_between_rollouts(main_config: DictConfig, opts: DictConfig) -> bool:
-    """Whether the sampler sleeps after each rollout: a colocated backend (``remote_backend.arctic.colocate``) with
-    ``rollout.free_cache_engine``. The replica sleeps it (level 1) and the forwarder's weight sync wakes it in stages;
-    both read this one rule, so a sampler that never slept is never woken."""
-    free_cache = bool(main_config.actor_rollout_ref.rollout.get("free_cache_engine", True))
-    return bool(opts.get("colocate", False)) and free_cache
 
 
 def coalesce_settings(opts: DictConfig) -> tuple[int, float]:
@@ -158,16 +135,12 @@ def static_profile(opts: DictConfig, *, timeout: float = 5.0) -> tuple[BackendPr
 
 def settings_refusals(main_config: DictConfig, opts: DictConfig, profile: BackendProfile) -> list[str]:
     """Every verl setting the backend with ``profile`` cannot honour, one message each (:mod:`.settings`)."""
-    from .settings import check_settings
-
     return check_settings(main_config, opts, profile)
 
 
 def settings_notes(main_config: DictConfig, opts: DictConfig, profile: BackendProfile) -> list[str]:
     """Start-up lines for settings the backend handles differently without changing the training."""
-    from .settings import settings_notes as notes
-
-    return notes(main_config, opts, profile)
+    return _settings_notes(main_config, opts, profile)
 
 
 def refuse(refusals: list[str], profile: BackendProfile) -> None:
@@ -177,15 +150,6 @@ def refuse(refusals: list[str], profile: BackendProfile) -> None:
         raise ArcticConfigError(
             f"{len(refusals)} setting(s) cannot be honoured by {profile.name} (remote_backend=arctic):\n{lines}"
         )
-
-
-def _per_gpu(block: DictConfig, name: str, gpus: int) -> Optional[int]:
-    """verl's ``<name>_per_gpu``, else its deprecated global ``<name>`` divided over ``gpus``; None if neither."""
-    per_gpu = block.get(f"{name}_per_gpu", None)
-    if per_gpu is not None:
-        return int(per_gpu)
-    total = block.get(name, None)
-    return max(1, int(total) // max(1, gpus)) if total else None
 
 
 def batch_sizing(main_config: DictConfig, opts: DictConfig) -> dict[str, Any]:
@@ -198,7 +162,7 @@ def batch_sizing(main_config: DictConfig, opts: DictConfig) -> dict[str, Any]:
     arr = main_config.actor_rollout_ref
     actor = arr.actor
     gpus = int(opts.training_gpus)
-    micro = None if actor.get("use_dynamic_bsz", False) else _per_gpu(actor, "ppo_micro_batch_size", gpus)
+    micro = None if actor.get("use_dynamic_bsz", False) else per_gpu(actor, "ppo_micro_batch_size", gpus)
     sp = actor.get("ulysses_sequence_parallel_size", None) or (actor.get("fsdp_config", None) or {}).get(
         "ulysses_sequence_parallel_size", 1
     )
@@ -272,9 +236,7 @@ def verl_lr_schedule(main_config: DictConfig) -> dict[str, Any]:
     optim = main_config.actor_rollout_ref.actor.optim
     warmup = optim.get("lr_warmup_steps", -1)
     return {
-        "lr_scheduler_type": optim.get("warmup_style", None)
-        or optim.get("lr_scheduler_type", "constant")
-        or "constant",
+        "lr_scheduler_type": lr_scheduler_type(optim),
         "lr_warmup_steps": int(warmup) if warmup is not None else -1,
         "lr_warmup_steps_ratio": float(optim.get("lr_warmup_steps_ratio", 0.0) or 0.0),
         "total_training_steps": main_config.trainer.get("total_training_steps") or None,
@@ -351,7 +313,7 @@ def build_client_config(main_config: DictConfig, opts: DictConfig):
                 "eps": float(optim.get("eps", 1e-8) or 1e-8),
             },
             "grad_clip": float(clip) if clip is not None else None,
-            "lr_scheduler_type": optim.get("lr_scheduler_type", "constant") or "constant",
+            "lr_scheduler_type": lr_scheduler_type(optim),
             # verl counts warmup and horizon in training steps; the backend counts optimizer steps
             "warmup_steps": warmup * k,
             "total_steps": total_training_steps * k if total_training_steps else None,
@@ -367,7 +329,7 @@ def build_client_config(main_config: DictConfig, opts: DictConfig):
             "lora": lora_settings(arr.model),
         },
         log_prob={
-            "micro_batch_size": _per_gpu(arr.ref, "log_prob_micro_batch_size", int(opts.log_prob_gpus)),
+            "micro_batch_size": per_gpu(arr.ref, "log_prob_micro_batch_size", int(opts.log_prob_gpus)),
             "zero_stage": opts.log_prob.get("zero_stage", None),
         },
         sampling={
@@ -402,6 +364,9 @@ class ArcticRemoteBackend(RemoteBackend):
         from arctic_platform.client import ArcticRLClient
         from arctic_platform.protocol import job_gpu_counts
 
+        placement = placement_note(main_config, verl_defaults())
+        if placement:  # one line, before the backend is asked anything
+            logger.warning(f"arctic backend: {placement}")
         client = ArcticRLClient(client_config)
         try:
             # what the backend honours is known once it answers /health: refuse before creating any job

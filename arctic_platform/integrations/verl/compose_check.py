@@ -23,32 +23,21 @@ config mapping, then prints the resolved config. Used by the H200 launcher's ``-
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 
+from .adapter import (
+    build_client_config,
+    refuse,
+    settings_notes,
+    settings_refusals,
+    static_profile,
+    validate_arctic_config,
+)
+from .options import compose_config, verl_defaults
+from .settings import placement_note
 
-def compose_config(overrides: list[str]):
-    """The resolved trainer config exactly as ``main_ppo`` would see it after its choice hook."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.hydra_config import HydraConfig
-
-    import verl  # noqa: F401  (loads the verl.plugins entry point: arctic's Hydra search path)
-    import verl.trainer.main_ppo as main_ppo
-
-    config_dir = str(Path(main_ppo.__file__).parent / "config")
-    with initialize_config_dir(config_dir=config_dir, version_base=None):
-        cfg = compose("ppo_trainer", overrides=overrides, return_hydra_config=True)
-        HydraConfig.instance().set_config(cfg)
-        with open_dict(cfg):
-            del cfg["hydra"]
-        main_ppo._resolve_remote_backend_from_hydra_choice(cfg)
-    return cfg
-
-
-def verl_defaults():
-    """verl's composed default config for an arctic run (what ``non_default_placement`` compares with)."""
-    return compose_config(["remote_backend=arctic", "actor_rollout_ref.rollout.name=arctic"])
+__all__ = ["check", "compose_config", "main"]
 
 
 def check(overrides: list[str], *, notes: list[str] | None = None):
@@ -63,16 +52,6 @@ def check(overrides: list[str], *, notes: list[str] | None = None):
     from verl.trainer.ppo.v1.trainer_remote_backend import validate_remote_backend_config
     from verl.utils.config import validate_config
 
-    from .adapter import (
-        build_client_config,
-        refuse,
-        settings_notes,
-        settings_refusals,
-        static_profile,
-        validate_arctic_config,
-    )
-    from .settings import non_default_placement
-
     cfg = compose_config(overrides)
     name = cfg.trainer.get("remote_backend")
     if name != "arctic" or cfg.trainer.v1.trainer_mode != "remote_backend":
@@ -86,11 +65,9 @@ def check(overrides: list[str], *, notes: list[str] | None = None):
     if notes is not None:
         notes.append(f"backend profile: {profile.name} (from {source})")
         notes.extend(settings_notes(cfg, opts, profile))
-        placement = non_default_placement(cfg, verl_defaults())
+        placement = placement_note(cfg, verl_defaults())
         if placement:
-            notes.append(
-                "no effect with a remote backend (verl's own engine placement / kernels): " + ", ".join(placement)
-            )
+            notes.append(placement)
     return cfg
 
 

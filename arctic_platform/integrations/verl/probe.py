@@ -172,7 +172,8 @@ def _probe(overrides: list[str], lines: _Lines, refusals: list[str], out: Callab
     from arctic_platform.client import ArcticRLClient
 
     from .adapter import build_client_config, settings_notes, settings_refusals, validate_arctic_config
-    from .compose_check import compose_config
+    from .options import compose_config, verl_defaults
+    from .settings import placement_note
 
     cfg = lines.call(
         "compose the verl config", lambda: compose_config(_defaults(overrides)), lambda c: c.trainer.v1.trainer_mode
@@ -200,6 +201,9 @@ def _probe(overrides: list[str], lines: _Lines, refusals: list[str], out: Callab
         out(f"capability check: {len(refusals)} refusal(s) by {client.backend_profile.name}")
         for note in settings_notes(cfg, opts, client.backend_profile):
             out(f"NOTE {note}")
+        placement = placement_note(cfg, verl_defaults())
+        if placement:
+            out(f"NOTE {placement}")
         bodies = {jt: client.job_body(jt) for jt in ("sampling", "log_prob", "training") if client.config.job_gpus(jt)}
         for jt, body in bodies.items():
             keys = ", ".join(k for k in body if k not in ("model_name", "job_type"))

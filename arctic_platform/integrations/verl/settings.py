@@ -43,6 +43,14 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from arctic_platform.backend_profile import BackendProfile
 
+from .options import (
+    arctic_options,
+    compose_config,
+    lr_scheduler_type,
+    optimizer_steps_per_training_step,
+    per_gpu,
+)
+
 __all__ = [
     "SETTINGS",
     "Setting",
@@ -50,6 +58,7 @@ __all__ = [
     "check_settings",
     "covering",
     "non_default_placement",
+    "placement_note",
     "settings_notes",
 ]
 
@@ -98,10 +107,12 @@ class Setting:
 
 
 def _refuse_unless_default(path: str, default: Any, why: str, way_out: str) -> Check:
+    """Refuse a non-default ``path``: "<path>=<value>: <backend> <why>; <way_out>"."""
+
     def check(ctx: SettingsContext) -> Optional[str]:
         v = ctx.get(path, default)
         if v != default and not (default is None and v in (None, "", 0, False, [], {})):
-            return f"{path}={v!r}: {why}; {way_out}"
+            return f"{path}={v!r}: {ctx.name} {why}; {way_out}"
         return None
 
     return check
@@ -127,9 +138,13 @@ def _clip_ratios(ctx):
     high = ctx.get(f"{a}.clip_ratio_high")
     eff = (base if low is None else low, base if high is None else high, ctx.get(f"{a}.clip_ratio_c", 3.0))
     if tuple(float(x) for x in eff) != tuple(fixed):
+        # name what the user set: clip_ratio where it stands in for an unset low / high
+        names = ("clip_ratio" if low is None else "clip_ratio_low", "clip_ratio" if high is None else "clip_ratio_high")
+        off = [f"{a}.{n}={v}" for n, v, f in zip((*names, "clip_ratio_c"), eff, fixed, strict=True) if float(v) != f]
+        off = ", ".join(dict.fromkeys(off))
         return (
-            f"{a}.clip_ratio_low/clip_ratio_high/clip_ratio_c={eff}: {ctx.name} hard-codes {fixed} and ignores the "
-            f"config; set them to {fixed} or use a backend that reads them"
+            f"{off}: {ctx.name} hard-codes (clip_ratio_low, clip_ratio_high, clip_ratio_c) = {fixed} and ignores the "
+            f"config; set them to {fixed} (clip_ratio={fixed[0]}) or use a backend that reads them"
         )
     return None
 
@@ -151,18 +166,25 @@ def _kl_type(ctx):
         return None
     kind = str(ctx.get(f"{ARR}.actor.kl_loss_type", "low_var_kl"))
     if kind not in ctx.profile.kl_types:
-        return f"{ARR}.actor.kl_loss_type={kind!r}: {ctx.name} supports {list(ctx.profile.kl_types)}"
+        return (
+            f"{ARR}.actor.kl_loss_type={kind!r}: {ctx.name} computes only {list(ctx.profile.kl_types)}; use one of "
+            "them, or set use_kl_loss=false"
+        )
     return None
 
 
 def _use_kl(ctx):
     if ctx.get(f"{ARR}.actor.use_kl_loss", False) and int(ctx.opts.log_prob_gpus) == 0:
         return (
-            f"{ARR}.actor.use_kl_loss=True needs reference log-probs, but remote_backend.arctic.log_prob_gpus=0 "
-            "creates no reference (log_prob) job; set log_prob_gpus >= 1"
+            f"{ARR}.actor.use_kl_loss=True needs reference log-probs, but with remote_backend.arctic.log_prob_gpus=0 "
+            f"{ctx.name} has no reference (log_prob) job; set remote_backend.arctic.log_prob_gpus >= 1, or "
+            "use_kl_loss=false"
         )
     if ctx.backend_type == "cortex" and ctx.get(f"{ARR}.actor.use_kl_loss", False):
-        return f"{ARR}.actor.use_kl_loss=True needs /forward log-probs, which the cortex backend does not have"
+        return (
+            f"{ARR}.actor.use_kl_loss=True needs /forward log-probs, which {ctx.name} over cortex does not have; "
+            "set use_kl_loss=false or use backend.type=onprem"
+        )
     return None
 
 
@@ -171,17 +193,24 @@ def _kl_in_reward(ctx):
         return None
     if int(ctx.opts.log_prob_gpus) == 0:
         return (
-            "algorithm.use_kl_in_reward=True needs reference log-probs, but remote_backend.arctic.log_prob_gpus=0 "
-            "creates no reference (log_prob) job; set log_prob_gpus >= 1"
+            "algorithm.use_kl_in_reward=True needs reference log-probs, but with remote_backend.arctic.log_prob_gpus=0 "
+            f"{ctx.name} has no reference (log_prob) job; set remote_backend.arctic.log_prob_gpus >= 1, or "
+            "use_kl_in_reward=false"
         )
     if ctx.backend_type == "cortex":
-        return "algorithm.use_kl_in_reward=True needs /forward log-probs, which the cortex backend does not have"
+        return (
+            f"algorithm.use_kl_in_reward=True needs /forward log-probs, which {ctx.name} over cortex does not have; "
+            "set it to false or use backend.type=onprem"
+        )
     return None
 
 
 def _ppo_epochs(ctx):
     if ctx.backend_type == "cortex" and int(ctx.get(f"{ARR}.actor.ppo_epochs", 1)) > 1:
-        return f"{ARR}.actor.ppo_epochs > 1 needs /forward log-probs, which the cortex backend does not have"
+        return (
+            f"{ARR}.actor.ppo_epochs > 1 needs /forward log-probs, which {ctx.name} over cortex does not have; "
+            "set ppo_epochs=1 or use backend.type=onprem"
+        )
     return None
 
 
@@ -197,7 +226,7 @@ def _dynamic_bsz(ctx):
 def _lora(ctx):
     rank = int(ctx.get(f"{ARR}.model.lora_rank", 0) or 0)
     if rank > 0 and (not ctx.profile.lora or ctx.backend_type == "cortex"):
-        name = "the cortex backend" if ctx.backend_type == "cortex" else ctx.name
+        name = f"{ctx.name} over cortex" if ctx.backend_type == "cortex" else ctx.name
         return f"{ARR}.model.lora_rank={rank}: {name} has no LoRA (it would train the full model); set it to 0"
     return None
 
@@ -205,7 +234,7 @@ def _lora(ctx):
 def _megatron_lora(ctx):
     if int(ctx.get(f"{ARR}.model.lora.rank", 0) or 0) > 0 and int(ctx.get(f"{ARR}.model.lora_rank", 0) or 0) == 0:
         return (
-            f"{ARR}.model.lora.rank is verl's Megatron LoRA block, which the arctic backends do not read; set "
+            f"{ARR}.model.lora.rank is verl's Megatron LoRA block, which {ctx.name} does not read; set "
             f"{ARR}.model.lora_rank (and lora_alpha, target_modules) instead"
         )
     return None
@@ -226,11 +255,131 @@ def _liger(ctx):
     return None
 
 
-def _sequence_parallel(ctx):
-    sp = int(ctx.get(f"{ARR}.actor.ulysses_sequence_parallel_size", 1) or 1)
-    if sp > 1 and not ctx.profile.sequence_parallel:
-        return f"{ARR}.actor.ulysses_sequence_parallel_size={sp}: {ctx.name} has no sequence parallelism; set it to 1"
+def _sequence_parallel(path: str) -> Check:
+    """Ulysses sequence parallelism: verl 0.9.1 reads ``<block>.fsdp_config.ulysses_sequence_parallel_size`` (the
+    deprecated ``<block>.ulysses_sequence_parallel_size`` is copied into it when > 1)."""
+
+    def check(ctx: SettingsContext) -> Optional[str]:
+        sp = int(ctx.get(path, 1) or 1)
+        if path == f"{F}.ulysses_sequence_parallel_size" and sp == int(
+            ctx.get(f"{A}.ulysses_sequence_parallel_size", 1) or 1
+        ):
+            return None  # verl's interpolation of the actor's deprecated key, refused there
+        if sp > 1 and not ctx.profile.sequence_parallel:
+            return (
+                f"{path}={sp}: {ctx.name} has no Ulysses sequence parallelism for verl's models (each GPU would "
+                "compute whole sequences); set it to 1 (long sequences: more GPUs or ZeRO offload in "
+                "remote_backend.arctic.train.deepspeed)"
+            )
+        return None
+
+    return check
+
+
+_DTYPE_NAMES = {
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "float16": "float16",
+    "half": "float16",
+    "fp32": "float32",
+    "float32": "float32",
+    "float": "float32",
+    "fp64": "float64",
+    "float64": "float64",
+}
+
+
+def _dtype(v: Any) -> str:
+    """verl's precision names (``PrecisionType``: bf16, fp32, ...) and torch's, as torch names."""
+    return _DTYPE_NAMES.get(str(v).lower(), str(v))
+
+
+def _compute_dtype_refusal(ctx: SettingsContext, setting: str, value: Any) -> Optional[str]:
+    """A non-default compute dtype ``value`` (verl's default: bfloat16) must be the one the backend computes in."""
+    want = _dtype(value)
+    allowed = ctx.profile.compute_dtypes
+    if want not in allowed:
+        why = " (float16 needs loss scaling, which it does not do)" if want == "float16" else ""
+        return f"{setting}={value!r}: {ctx.name} computes in {list(allowed)} only{why}; leave it bf16 (verl's default)"
+    job = ctx.opts.get("dtype", None)
+    have = _dtype(job) if job else "bfloat16"  # null: bfloat16 on CUDA (float32 on a CPU server, as by default)
+    if len(allowed) > 1 and have != want:
+        return (
+            f"{setting}={value!r}: {ctx.name} computes in the job's dtype, remote_backend.arctic.dtype="
+            f"{job or 'null'} (null: bfloat16 on CUDA); set remote_backend.arctic.dtype={want}, or leave it bf16 "
+            "(verl's default)"
+        )
     return None
+
+
+def _master_weights(block: str) -> Check:
+    """``<block>.fsdp_config.model_dtype``: the dtype verl's FSDP engine loads and keeps the parameters in (fp32)."""
+    path = f"{ARR}.{block}.fsdp_config.model_dtype"
+
+    def check(ctx: SettingsContext) -> Optional[str]:
+        v = ctx.get(path, "fp32")
+        if v is None or _dtype(v) == "float32":
+            return None  # null: verl's FSDP engine trains in fp32 too
+        if block == "ref":
+            return (
+                f"{path}={v!r}: {ctx.name} loads the reference from the checkpoint into its compute dtype, as verl "
+                "casts fp32 weights to mixed_precision.param_dtype; it does not round them to another dtype "
+                "first; set it to fp32"
+            )
+        dtypes = ctx.profile.compute_dtypes
+        compute = "remote_backend.arctic.dtype" if len(dtypes) > 1 else dtypes[0]
+        return (
+            f"{path}={v!r}: {ctx.name} keeps float32 master weights (verl's default) and computes in {compute}; set "
+            "it to fp32"
+        )
+
+    return check
+
+
+def _mixed_precision(block: str) -> Check:
+    """``<block>.fsdp_config.mixed_precision``: verl's FSDP engine reads ``param_dtype`` (the autocast / compute
+    dtype, bf16), ``reduce_dtype`` and ``buffer_dtype`` (fp32); null means those defaults."""
+    path = f"{ARR}.{block}.fsdp_config.mixed_precision"
+
+    def check(ctx: SettingsContext) -> Optional[str]:
+        mp = ctx.get(path, None)
+        if not isinstance(mp, dict):
+            return None
+        for key in ("reduce_dtype", "buffer_dtype"):
+            v = mp.get(key, "fp32")
+            if _dtype(v) != "float32":
+                return (
+                    f"{path}.{key}={v!r}: {ctx.name} keeps gradients and buffers in float32 (verl's default); set it "
+                    "to fp32"
+                )
+        if "param_dtype" in mp and _dtype(mp["param_dtype"]) != "bfloat16":
+            return _compute_dtype_refusal(ctx, f"{path}.param_dtype", mp["param_dtype"])
+        return None
+
+    return check
+
+
+def _rollout_dtype(ctx):
+    """``rollout.dtype``: the sampler's dtype (vLLM's ``dtype``), bfloat16 by default."""
+    v = ctx.get(f"{ARR}.rollout.dtype", "bfloat16")
+    if v is None or _dtype(v) == "bfloat16":
+        return None
+    return _compute_dtype_refusal(ctx, f"{ARR}.rollout.dtype", v)
+
+
+def _log_prob_dynamic_note(block: str) -> Check:
+    """Token-budget log-prob micro-batches on a backend that cuts them by its micro-batch size: memory only."""
+
+    def note(ctx: SettingsContext) -> Optional[str]:
+        if ctx.get(f"{block}.log_prob_use_dynamic_bsz", False) and not ctx.profile.dynamic_bsz:
+            return (
+                f"{block}.log_prob_use_dynamic_bsz=True: {ctx.name} cuts /forward micro-batches by its micro-batch "
+                "size, not by token budgets; log-probs are per row, so only its memory use differs"
+            )
+        return None
+
+    return note
 
 
 def _override_config(ctx):
@@ -238,14 +387,17 @@ def _override_config(ctx):
     other = sorted(k for k in override if k != "attn_implementation")
     if other:
         return (
-            f"{ARR}.model.override_config.{other[0]}: the arctic backend loads the model from its own path and "
+            f"{ARR}.model.override_config.{other[0]}: {ctx.name} loads the model from its own path and "
             "applies only attn_implementation (sent as ds_worker_config.attn_implementation); edit the model's "
             "config.json instead"
         )
     attn = override.get("attn_implementation")
     allowed = ctx.profile.attn_implementations
     if attn and allowed is not None and attn not in allowed:
-        return f"{ARR}.model.override_config.attn_implementation={attn!r}: {ctx.name} can load {list(allowed)}"
+        return (
+            f"{ARR}.model.override_config.attn_implementation={attn!r}: {ctx.name} can load {list(allowed)}; use "
+            "one of them"
+        )
     return None
 
 
@@ -281,7 +433,7 @@ def _logprobs_mode(ctx):
     mode = ctx.get(f"{ARR}.rollout.logprobs_mode", "processed_logprobs")
     if mode != "processed_logprobs":
         return (
-            f"{ARR}.rollout.logprobs_mode={mode!r}: the arctic backends return log-probs of the processed "
+            f"{ARR}.rollout.logprobs_mode={mode!r}: {ctx.name} returns log-probs of the processed "
             "(temperature-scaled) distribution only; use processed_logprobs"
         )
     return None
@@ -291,8 +443,8 @@ def _rollout_name(ctx):
     name = ctx.get(f"{ARR}.rollout.name")
     if name != "arctic":
         return (
-            f"{ARR}.rollout.name={name!r}: remote_backend=arctic needs actor_rollout_ref.rollout.name=arctic "
-            "(generation must go through the backend's sampling job)"
+            f"{ARR}.rollout.name={name!r}: remote_backend=arctic generates through {ctx.name}'s sampling job; set "
+            "actor_rollout_ref.rollout.name=arctic"
         )
     return None
 
@@ -301,29 +453,39 @@ def _optimizer(ctx):
     name = str(ctx.get(f"{ARR}.actor.optim.optimizer", "AdamW"))
     impl = str(ctx.get(f"{ARR}.actor.optim.optimizer_impl", "torch.optim"))
     if name.lower() != "adamw":
-        return f"{ARR}.actor.optim.optimizer={name!r}: the arctic backends run AdamW; use AdamW"
+        return f"{ARR}.actor.optim.optimizer={name!r}: {ctx.name} runs AdamW only; use AdamW"
     if impl not in ("torch.optim", "torch.optim.AdamW"):
-        return f"{ARR}.actor.optim.optimizer_impl={impl!r}: the arctic backends run torch/DeepSpeed AdamW"
+        return (
+            f"{ARR}.actor.optim.optimizer_impl={impl!r}: {ctx.name} runs its own torch/DeepSpeed AdamW; use torch.optim"
+        )
     return None
 
 
 def _scheduler(ctx):
-    kind = ctx.get(f"{ARR}.actor.optim.lr_scheduler_type", "constant") or "constant"
+    kind = _schedule_kind(ctx)
     if kind not in ("constant", "cosine"):
-        return f"{ARR}.actor.optim.lr_scheduler_type={kind!r}: the arctic backend implements constant and cosine"
+        return (
+            f"{ARR}.actor.optim.lr_scheduler_type={kind!r}: {ctx.name} implements constant and cosine; use one of them"
+        )
     return None
 
 
 def _save_contents(ctx):
     contents = ctx.get(f"{ARR}.actor.checkpoint.save_contents", []) or []
     if "hf_model" in contents and not ctx.profile.hf_export:
-        return f"{ARR}.actor.checkpoint.save_contents has hf_model: {ctx.name} cannot export a Hugging Face model"
+        return (
+            f"{ARR}.actor.checkpoint.save_contents has hf_model: {ctx.name} cannot export a Hugging Face model; "
+            "remove hf_model (convert the backend's checkpoint offline)"
+        )
     return None
 
 
 def _colocate(ctx):
     if ctx.opts.get("colocate", False) and not ctx.profile.sleep_wake:
-        return f"remote_backend.arctic.colocate=true: {ctx.name} has no sleep/wake to free the sampler's memory"
+        return (
+            f"remote_backend.arctic.colocate=true: {ctx.name} has no sleep/wake to free the sampler's memory; set "
+            "it to false"
+        )
     return None
 
 
@@ -349,20 +511,31 @@ def _zero_stage(ctx):
     return None
 
 
+def _schedule_kind(ctx) -> str:
+    return lr_scheduler_type(ctx.cfg.actor_rollout_ref.actor.optim)
+
+
+def _warmup(ctx) -> tuple[int, float]:
+    """``(lr_warmup_steps, lr_warmup_steps_ratio)``; verl uses the ratio when the step count is <= 0."""
+    optim = f"{ARR}.actor.optim"
+    warm = ctx.get(f"{optim}.lr_warmup_steps", -1)
+    return int(warm if warm is not None else -1), float(ctx.get(f"{optim}.lr_warmup_steps_ratio", 0.0) or 0.0)
+
+
 def _lr_per_step(ctx):
     """verl ticks the LR once per training step; a backend without verl's schedule ticks once per /step."""
     if ctx.profile.lr_schedule:
         return None
     optim = f"{ARR}.actor.optim"
-    kind = ctx.get(f"{optim}.lr_scheduler_type", "constant") or "constant"
-    warm = int(ctx.get(f"{optim}.lr_warmup_steps", -1) or -1)
-    ratio = float(ctx.get(f"{optim}.lr_warmup_steps_ratio", 0.0) or 0.0)
-    moving = kind != "constant" or warm > 0 or (warm < 0 and ratio > 0)
-    from .adapter import optimizer_steps_per_training_step
-
+    kind = _schedule_kind(ctx)
+    warm, ratio = _warmup(ctx)
+    moving = kind != "constant" or warm > 0 or (warm <= 0 and ratio > 0)
     k = optimizer_steps_per_training_step(ctx.cfg)
     if moving and k > 1 and not ctx.opts.train.get("lr_per_optimizer_step", False):
-        what = f"lr_scheduler_type={kind!r}" if kind != "constant" else "lr_warmup_steps / lr_warmup_steps_ratio"
+        if kind != "constant":
+            what = f"lr_scheduler_type={kind!r}"
+        else:
+            what = f"lr_warmup_steps={warm}" if warm > 0 else f"lr_warmup_steps_ratio={ratio}"
         return (
             f"{optim}.{what} (a moving LR) with {k} optimizer steps per training step: "
             f"{ctx.name} ticks its scheduler on every /step (verl ticks once per training step, so every mini-batch "
@@ -373,20 +546,80 @@ def _lr_per_step(ctx):
 
 
 def _total_steps(ctx):
-    """A cosine horizon verl derives from the dataloader reaches only a backend with verl's schedule (first /step)."""
-    kind = ctx.get(f"{ARR}.actor.optim.lr_scheduler_type", "constant") or "constant"
-    if kind == "cosine" and not ctx.get("trainer.total_training_steps") and not ctx.profile.lr_schedule:
+    """A horizon verl derives from the dataloader reaches only a backend with verl's schedule (first /step): a backend
+    that builds its scheduler with the job needs ``trainer.total_training_steps`` for a cosine schedule and for a
+    warmup given as a ratio (without a horizon the ratio gives zero warmup steps)."""
+    if ctx.profile.lr_schedule or ctx.get("trainer.total_training_steps"):
+        return None
+    optim = f"{ARR}.actor.optim"
+    warm, ratio = _warmup(ctx)
+    if _schedule_kind(ctx) == "cosine":
         return (
-            f"{ARR}.actor.optim.lr_scheduler_type=cosine on {ctx.name} needs trainer.total_training_steps: its "
-            "scheduler is created with the job, before verl counts the dataloader"
+            f"trainer.total_training_steps=null with {optim}.lr_scheduler_type='cosine': {ctx.name} creates its "
+            "scheduler with the job, before verl counts the dataloader, so the cosine has no horizon; set "
+            "trainer.total_training_steps"
+        )
+    if warm <= 0 and ratio > 0:
+        return (
+            f"trainer.total_training_steps=null with {optim}.lr_warmup_steps_ratio={ratio}: {ctx.name} creates its "
+            "scheduler with the job, before verl counts the dataloader, so the ratio would give zero warmup steps; "
+            "set trainer.total_training_steps, or lr_warmup_steps (a step count) instead of the ratio"
         )
     return None
 
 
+def _cosine_option(key: str, default: Any) -> Check:
+    """``num_cycles`` / ``zero_indexed_step``: read by verl's cosine schedule only; a backend without verl's schedule
+    runs DeepSpeed's ``WarmupCosineLR`` from ``ds_config``, which has neither option."""
+    path = f"{ARR}.actor.optim.{key}"
+
+    def check(ctx: SettingsContext) -> Optional[str]:
+        v = ctx.get(path, default)
+        if ctx.profile.lr_schedule or _schedule_kind(ctx) != "cosine" or v is None or v == default:
+            return None
+        return (
+            f"{path}={v!r}: {ctx.name} runs DeepSpeed's WarmupCosineLR (ds_config.scheduler), which has no such "
+            f"option; set it to {default!r} (verl's default)"
+        )
+
+    return check
+
+
 def _hdfs(ctx):
     if ctx.get("trainer.default_hdfs_dir"):
-        return "trainer.default_hdfs_dir: the arctic backend saves on its own filesystem; unset it"
+        return (
+            f"trainer.default_hdfs_dir={ctx.get('trainer.default_hdfs_dir')!r}: {ctx.name} writes checkpoints on its "
+            "own filesystem, so verl's HDFS copy would copy nothing; unset it"
+        )
     return None
+
+
+def _micro_batches(ctx):
+    """verl asserts that a mini-batch per data-parallel rank is a whole number of fixed micro-batches (and DeepSpeed
+    that train_batch_size = micro x gradient_accumulation_steps x GPUs); the backend would cut an uneven last one."""
+    a = f"{ARR}.actor"
+    if ctx.get(f"{a}.use_dynamic_bsz", False):
+        return None
+    gpus = max(1, int(ctx.opts.training_gpus))
+    micro = per_gpu(ctx.cfg.actor_rollout_ref.actor, "ppo_micro_batch_size", gpus)
+    rows = int(ctx.get(f"{a}.ppo_mini_batch_size")) * int(ctx.get(f"{ARR}.rollout.n", 1) or 1)
+    if micro is None or rows % (micro * gpus) == 0:
+        return None
+    given = (
+        "ppo_micro_batch_size_per_gpu"
+        if ctx.get(f"{a}.ppo_micro_batch_size_per_gpu") is not None
+        else "ppo_micro_batch_size"
+    )
+    way_out = (
+        f"set remote_backend.arctic.training_gpus to a divisor of {rows}"
+        if rows % gpus
+        else f"set ppo_micro_batch_size_per_gpu to a divisor of {rows // gpus}"
+    )
+    return (
+        f"{a}.{given}={ctx.get(f'{a}.{given}')}: a mini-batch of ppo_mini_batch_size x rollout.n = {rows} rows on "
+        f"remote_backend.arctic.training_gpus={gpus} is not a whole number of micro-batches of {micro} rows per GPU "
+        f"(verl asserts it; {ctx.name} would train an uneven last micro-batch); {way_out}"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ the table
@@ -397,6 +630,13 @@ M = f"{ARR}.model"
 F = f"{ARR}.ref"
 _PLACE = "verl's own engine placement / kernels; no effect on the numbers (the backend's engine config places memory)"
 _SAMPLER = "sent in the sampling job's vllm_config (vLLM engine arg); the torch sampler honours or refuses it"
+_MASTER = "fp32 weights (verl's FSDP default); the backend keeps float32 master weights (reference: checkpoint dtype)"
+_MIXED = (
+    "verl's FSDP reads param_dtype (autocast dtype, bf16), reduce_dtype and buffer_dtype (fp32); the backend computes "
+    "in the job's dtype over float32 weights, gradients and buffers"
+)
+_FSDP_DTYPE = "not read by verl 0.9.1's FSDP engine (only its Megatron engine reads engine dtype); no effect either way"
+_SP = "Ulysses sequence parallelism (verl 0.9.1's key)"
 
 SETTINGS: tuple[Setting, ...] = (
     # ---- actor: the loss (meta.actor_config / meta.policy_loss_config of every /forward-backward)
@@ -429,8 +669,18 @@ SETTINGS: tuple[Setting, ...] = (
     ),  # fmt: skip
     # ---- actor: batching and the optimizer (job bodies and the worker's mini-batch loop)
     Setting(f"{A}.ppo_mini_batch_size", BACKEND, "verl's mini-batch iterator; ds_config.train_batch_size = mini x n"),
-    Setting(f"{A}.ppo_micro_batch_size", BACKEND, "deprecated global size: per GPU = size / training_gpus"),
-    Setting(f"{A}.ppo_micro_batch_size_per_gpu", BACKEND, "ds_config.train_micro_batch_size_per_gpu (+ gas)"),
+    Setting(
+        f"{A}.ppo_micro_batch_size",
+        BACKEND,
+        "deprecated global size: per GPU = size / training_gpus (sent resolved, as ppo_micro_batch_size_per_gpu)",
+        _micro_batches,
+    ),
+    Setting(
+        f"{A}.ppo_micro_batch_size_per_gpu",
+        BACKEND,
+        "ds_config.train_micro_batch_size_per_gpu (+ gas); must divide the mini-batch per GPU, as verl asserts",
+        _micro_batches,
+    ),
     Setting(f"{A}.use_dynamic_bsz", BACKEND, "token-budget micro-batches", _dynamic_bsz),
     Setting(f"{A}.ppo_max_token_len_per_gpu", BACKEND, "meta.max_token_len_per_gpu (token budget)"),
     Setting(f"{A}.ppo_epochs", VERL, "the worker's mini-batch loop runs this many epochs", _ppo_epochs),
@@ -444,14 +694,28 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(f"{A}.optim.weight_decay", BACKEND, "ds_config.optimizer.params.weight_decay"),
     Setting(f"{A}.optim.clip_grad", BACKEND, "ds_config.gradient_clipping"),
     Setting(f"{A}.grad_clip", BACKEND, "ds_config.gradient_clipping when optim.clip_grad is null"),
-    Setting(f"{A}.optim.lr_scheduler_type", BACKEND, "ds_config.scheduler", _scheduler),
+    Setting(f"{A}.optim.lr_scheduler_type", BACKEND, "extensions.lr_schedule / ds_config.scheduler", _scheduler),
     Setting(f"{A}.optim.lr_warmup_steps", BACKEND, "warmup (training steps)", _lr_per_step),
     Setting(f"{A}.optim.lr_warmup_steps_ratio", BACKEND, "warmup ratio of the horizon", _lr_per_step),
-    Setting(f"{A}.optim.total_training_steps", VERL, "set by verl after the dataloader; horizon", _total_steps),
-    Setting(f"{A}.optim.min_lr_ratio", BACKEND, "cosine floor"),
-    Setting(f"{A}.optim.num_cycles", BACKEND, "cosine cycles"),
-    Setting(f"{A}.optim.zero_indexed_step", BACKEND, "scheduler step origin"),
-    Setting(f"{A}.optim.warmup_style", BACKEND, "deprecated alias of lr_scheduler_type"),
+    Setting(f"{A}.optim.total_training_steps", VERL, "set by verl after the dataloader (the horizon, first /step)"),
+    Setting(
+        f"{A}.optim.min_lr_ratio",
+        BACKEND,
+        "cosine floor: extensions.lr_schedule, or ds_config WarmupCosineLR cos_min_ratio (same floor)",
+    ),
+    Setting(
+        f"{A}.optim.num_cycles",
+        BACKEND,
+        "cosine cycles (extensions.lr_schedule; WarmupCosineLR is a half cosine)",
+        _cosine_option("num_cycles", 0.5),
+    ),
+    Setting(
+        f"{A}.optim.zero_indexed_step",
+        BACKEND,
+        "cosine step origin (extensions.lr_schedule)",
+        _cosine_option("zero_indexed_step", True),
+    ),
+    Setting(f"{A}.optim.warmup_style", BACKEND, "deprecated alias of lr_scheduler_type (wins over it, as in verl)"),
     Setting(
         f"{A}.optim.override_optimizer_config",
         REFUSED,
@@ -483,6 +747,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(f"{A}.profiler.*", VERL, "verl's profiler config of the forwarder (global_profiler.steps)"),
     # ---- actor: verl's own engines
     Setting(f"{A}.strategy", PLACEMENT, _PLACE),
+    Setting(f"{A}.fsdp_config.model_dtype", BACKEND, _MASTER, _master_weights("actor")),
+    Setting(f"{A}.fsdp_config.mixed_precision.*", BACKEND, _MIXED, _mixed_precision("actor")),
+    Setting(f"{A}.fsdp_config.dtype", PLACEMENT, _FSDP_DTYPE),
+    Setting(
+        f"{A}.fsdp_config.ulysses_sequence_parallel_size",
+        BACKEND,
+        _SP,
+        _sequence_parallel(f"{A}.fsdp_config.ulysses_sequence_parallel_size"),
+    ),
     Setting(f"{A}.fsdp_config.*", PLACEMENT, _PLACE),
     Setting(f"{A}.megatron.*", PLACEMENT, _PLACE),
     Setting(f"{A}.engine.*", PLACEMENT, _PLACE),
@@ -495,7 +768,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(f"{A}.entropy_checkpointing", PLACEMENT, _PLACE),
     Setting(f"{A}.use_prefix_grouper", PLACEMENT, _PLACE),
     Setting(f"{A}.freeze_vision_tower", PLACEMENT, "vision towers only (the arctic backends are text-only)"),
-    Setting(f"{A}.ulysses_sequence_parallel_size", BACKEND, "ds_config.sequence_parallel_size", _sequence_parallel),
+    Setting(
+        f"{A}.ulysses_sequence_parallel_size",
+        BACKEND,
+        "deprecated: copied into fsdp_config.ulysses_sequence_parallel_size by verl",
+        _sequence_parallel(f"{A}.ulysses_sequence_parallel_size"),
+    ),
     Setting(
         f"{A}.qat.*",
         REFUSED,
@@ -503,11 +781,39 @@ SETTINGS: tuple[Setting, ...] = (
         _refuse_unless_default(f"{A}.qat.enable", False, "the arctic backend has no QAT", "set it to false"),
     ),
     # ---- reference policy (the log_prob job)
-    Setting(f"{F}.log_prob_micro_batch_size", BACKEND, "log_prob_config.train_micro_batch_size_per_gpu (memory)"),
-    Setting(f"{F}.log_prob_micro_batch_size_per_gpu", BACKEND, "log_prob_config.train_micro_batch_size_per_gpu"),
-    Setting(f"{F}.log_prob_use_dynamic_bsz", PLACEMENT, "memory of the reference forward"),
-    Setting(f"{F}.log_prob_max_token_len_per_gpu", PLACEMENT, "memory of the reference forward"),
+    Setting(
+        f"{F}.log_prob_micro_batch_size",
+        BACKEND,
+        "deprecated global: per GPU = size / log_prob_gpus -> log_prob_config and the /forward meta.micro_batch_size",
+    ),
+    Setting(
+        f"{F}.log_prob_micro_batch_size_per_gpu",
+        BACKEND,
+        "log_prob_config.train_micro_batch_size_per_gpu and the reference /forward's meta.micro_batch_size",
+    ),
+    Setting(
+        f"{F}.log_prob_use_dynamic_bsz",
+        BACKEND,
+        "the reference /forward's meta.use_dynamic_bsz (token-budget micro-batches; log-probs are per row)",
+        note=_log_prob_dynamic_note(F),
+    ),
+    Setting(f"{F}.log_prob_max_token_len_per_gpu", BACKEND, "the reference /forward's meta.max_token_len_per_gpu"),
     Setting(f"{F}.rollout_n", VERL, "verl (mirrors rollout.n)"),
+    Setting(f"{F}.fsdp_config.model_dtype", BACKEND, _MASTER, _master_weights("ref")),
+    Setting(f"{F}.fsdp_config.mixed_precision.*", BACKEND, _MIXED, _mixed_precision("ref")),
+    Setting(f"{F}.fsdp_config.dtype", PLACEMENT, _FSDP_DTYPE),
+    Setting(
+        f"{F}.fsdp_config.ulysses_sequence_parallel_size",
+        BACKEND,
+        _SP,
+        _sequence_parallel(f"{F}.fsdp_config.ulysses_sequence_parallel_size"),
+    ),
+    Setting(
+        f"{F}.ulysses_sequence_parallel_size",
+        BACKEND,
+        "verl's interpolation of actor.ulysses_sequence_parallel_size",
+        _sequence_parallel(f"{F}.ulysses_sequence_parallel_size"),
+    ),
     Setting(f"{F}.*", PLACEMENT, _PLACE),
     # ---- model
     Setting(f"{M}.path", BACKEND, "every job's model_name (remote_backend.arctic.model_path overrides)"),
@@ -581,7 +887,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(f"{R}.max_num_batched_tokens", PLACEMENT, "vLLM scheduler budget (set it in sampling.engine_kwargs)"),
     Setting(f"{R}.enable_prefix_caching", PLACEMENT, "vLLM prefix cache (set it in sampling.engine_kwargs)"),
     Setting(f"{R}.cudagraph_capture_sizes", PLACEMENT, "vLLM CUDA graphs (set it in sampling.engine_kwargs)"),
-    Setting(f"{R}.dtype", PLACEMENT, "the sampler's dtype follows remote_backend.arctic.dtype"),
+    Setting(f"{R}.dtype", BACKEND, "the sampler's dtype: the job's (remote_backend.arctic.dtype)", _rollout_dtype),
     Setting(f"{R}.free_cache_engine", BACKEND, "with remote_backend.arctic.colocate: sleep the sampler", _colocate),
     Setting(f"{R}.multi_stage_wake_up", BACKEND, "colocated staged wake (weights, sync, kv_cache, reset)"),
     Setting(f"{R}.tensor_model_parallel_size", VERL, "must leave one replica (the backend sizes its engines)"),
@@ -592,10 +898,21 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(f"{R}.n_gpus_per_node", PLACEMENT, _PLACE),
     Setting(f"{R}.load_format", PLACEMENT, "the backend loads the model itself"),
     Setting(f"{R}.layered_summon", PLACEMENT, _PLACE),
-    Setting(f"{R}.log_prob_micro_batch_size", BACKEND, "micro-batch of compute_log_prob on the training job"),
-    Setting(f"{R}.log_prob_micro_batch_size_per_gpu", BACKEND, "micro-batch of compute_log_prob"),
-    Setting(f"{R}.log_prob_use_dynamic_bsz", PLACEMENT, "memory of compute_log_prob"),
-    Setting(f"{R}.log_prob_max_token_len_per_gpu", PLACEMENT, "memory of compute_log_prob"),
+    Setting(
+        f"{R}.log_prob_micro_batch_size",
+        BACKEND,
+        "deprecated global: per GPU = size / training_gpus -> compute_log_prob's /forward meta.micro_batch_size",
+    ),
+    Setting(
+        f"{R}.log_prob_micro_batch_size_per_gpu", BACKEND, "compute_log_prob's /forward meta.micro_batch_size"
+    ),  # fmt: skip
+    Setting(
+        f"{R}.log_prob_use_dynamic_bsz",
+        BACKEND,
+        "compute_log_prob's /forward meta.use_dynamic_bsz (token-budget micro-batches; log-probs are per row)",
+        note=_log_prob_dynamic_note(R),
+    ),
+    Setting(f"{R}.log_prob_max_token_len_per_gpu", BACKEND, "compute_log_prob's /forward meta.max_token_len_per_gpu"),
     Setting(f"{R}.disable_log_stats", PLACEMENT, "vLLM logging"),
     Setting(f"{R}.scheduling_policy", PLACEMENT, "vLLM request order"),
     Setting(f"{R}.skip_tokenizer_init", PLACEMENT, "verl's own vLLM engines"),
@@ -658,6 +975,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("remote_backend.arctic.train.deepspeed.*", BACKEND, "ds_config (ZeRO stage)", _zero_stage),
     Setting("trainer.default_hdfs_dir", REFUSED, "HDFS checkpoint copies", _hdfs),
     Setting(
+        "trainer.total_training_steps",
+        VERL,
+        "the horizon; verl derives it from the dataloader when null (reaches the backend with the first /step)",
+        _total_steps,
+    ),
+    Setting(
         "global_profiler.steps",
         VERL,
         "the forwarder's start/stop_profile drive the backend's profiler",
@@ -697,18 +1020,38 @@ def settings_notes(cfg: DictConfig, opts: DictConfig, profile: BackendProfile) -
     return [m for s in SETTINGS if s.note is not None and (m := s.note(ctx))]
 
 
+def _defaults_in(cfg: DictConfig, defaults: DictConfig) -> dict:
+    """verl's default ``actor_rollout_ref``, resolved inside ``cfg``: a default that follows another setting by
+    interpolation (``rollout.n_gpus_per_node: ${trainer.n_gpus_per_node}``) follows the user's value of it."""
+    try:
+        inside = cfg.copy()
+        OmegaConf.set_readonly(inside, False)
+        OmegaConf.set_struct(inside, False)
+        inside[ARR] = defaults[ARR]
+        return OmegaConf.to_container(inside[ARR], resolve=True)
+    except Exception:  # an interpolation cfg cannot resolve: verl's defaults on their own
+        return OmegaConf.to_container(defaults[ARR], resolve=True)
+
+
 def non_default_placement(cfg: DictConfig, defaults: DictConfig) -> list[str]:
-    """``placement`` settings whose value differs from verl's default (``compose_check`` and the probe list them)."""
+    """``placement`` settings whose value differs from verl's default (``defaults``: the whole default trainer
+    config, e.g. :func:`.options.verl_defaults`), as ``path=value``."""
+    default_leaves = dict(_leaves(_defaults_in(cfg, defaults), ARR))
     out = []
     for path, value in _leaves(OmegaConf.to_container(cfg[ARR], resolve=True), ARR):
         s = covering(path)
-        if s is not None and s.role == PLACEMENT:
-            default = OmegaConf.select(defaults, path, default=None)
-            if isinstance(default, (DictConfig, ListConfig)):
-                default = OmegaConf.to_container(default, resolve=True)
-            if value != default:
-                out.append(f"{path}={value!r}")
+        if s is not None and s.role == PLACEMENT and value != default_leaves.get(path):
+            out.append(f"{path}={value!r}")
     return out
+
+
+def placement_note(cfg: DictConfig, defaults: DictConfig) -> Optional[str]:
+    """The one start-up line listing the non-default ``placement`` settings (None when there are none): the adapter
+    logs it at start-up, ``compose_check`` and the probe print it."""
+    placement = non_default_placement(cfg, defaults)
+    if not placement:
+        return None
+    return "no effect with a remote backend (verl's own engine placement / kernels): " + ", ".join(placement)
 
 
 def _leaves(d: Any, prefix: str):
@@ -736,7 +1079,21 @@ EXAMPLES: dict[str, Any] = {
     f"{A}.optim.lr_scheduler_type": "cosine",
     f"{A}.optim.lr_warmup_steps": 10,
     f"{A}.optim.lr_warmup_steps_ratio": 0.1,
-    f"{A}.optim.total_training_steps": -1,
+    f"{A}.optim.num_cycles": 1.0,
+    f"{A}.optim.zero_indexed_step": False,
+    f"{A}.ppo_micro_batch_size": 3,
+    f"{A}.ppo_micro_batch_size_per_gpu": 3,
+    f"{A}.fsdp_config.model_dtype": "bf16",
+    f"{A}.fsdp_config.mixed_precision.*": {"param_dtype": "fp32"},
+    f"{A}.fsdp_config.ulysses_sequence_parallel_size": 2,
+    f"{F}.fsdp_config.model_dtype": "bf16",
+    f"{F}.fsdp_config.mixed_precision.*": {"param_dtype": "fp32"},
+    f"{F}.fsdp_config.ulysses_sequence_parallel_size": 2,
+    f"{F}.ulysses_sequence_parallel_size": 2,
+    f"{F}.log_prob_use_dynamic_bsz": True,
+    f"{R}.log_prob_use_dynamic_bsz": True,
+    f"{R}.dtype": "float32",
+    "trainer.total_training_steps": None,
     f"{A}.optim.override_optimizer_config": {"amsgrad": True},
     f"{A}.checkpoint.save_contents": ["model", "hf_model"],
     f"{A}.checkpoint.async_save": True,
@@ -771,18 +1128,22 @@ _EXAMPLE_CONTEXT = {
     f"{A}.kl_loss_type": {f"{A}.use_kl_loss": True},
     f"{A}.optim.lr_warmup_steps": {"data.train_batch_size": 4, f"{A}.ppo_mini_batch_size": 2},
     f"{A}.optim.lr_warmup_steps_ratio": {"data.train_batch_size": 4, f"{A}.ppo_mini_batch_size": 2},
-    f"{A}.optim.total_training_steps": {f"{A}.optim.lr_scheduler_type": "cosine", "trainer.total_training_steps": None},
+    f"{A}.clip_ratio": {f"{A}.clip_ratio_low": None, f"{A}.clip_ratio_high": None},  # verl's config sets both
+    f"{A}.ppo_micro_batch_size": {f"{A}.ppo_micro_batch_size_per_gpu": None},
+    f"{A}.optim.num_cycles": {f"{A}.optim.lr_scheduler_type": "cosine"},
+    f"{A}.optim.zero_indexed_step": {f"{A}.optim.lr_scheduler_type": "cosine"},
+    "trainer.total_training_steps": {f"{A}.optim.lr_scheduler_type": "cosine"},
     f"{R}.free_cache_engine": {"remote_backend.arctic.colocate": True},
 }
 
 
-def _example_verdict(setting: Setting, cfg: DictConfig, profile: BackendProfile, cortex: bool = False) -> str:
-    from .adapter import arctic_options
-
+def example_context(setting: Setting, cfg: DictConfig, profile: BackendProfile, cortex: bool = False):
+    """``(ctx, shown)``: ``cfg`` with :data:`EXAMPLES`' value of ``setting`` (and the settings it needs), as the
+    check sees it; None when the setting has no example."""
     path = setting.pattern
-    example = EXAMPLES.get(path)
-    if example is None or (setting.check is None and setting.note is None):
-        return {VERL: "verl (unchanged)", PLACEMENT: "no effect (placement)"}.get(setting.role, "honoured")
+    if path not in EXAMPLES:
+        return None
+    example = EXAMPLES[path]
     c = cfg.copy()
     OmegaConf.set_struct(c, False)
     updates = {**_EXAMPLE_CONTEXT.get(path, {})}
@@ -798,6 +1159,14 @@ def _example_verdict(setting: Setting, cfg: DictConfig, profile: BackendProfile,
         opts.backend.type = "cortex"
     ctx = SettingsContext(c, opts, profile)
     shown = ", ".join(f"{k.rsplit('.', 1)[-1]}={v!r}" for k, v in updates.items() if k.startswith(path.rstrip("*.")))
+    return ctx, shown
+
+
+def _example_verdict(setting: Setting, cfg: DictConfig, profile: BackendProfile) -> str:
+    example = example_context(setting, cfg, profile)
+    if example is None or (setting.check is None and setting.note is None):
+        return {VERL: "verl (unchanged)", PLACEMENT: "no effect (placement)"}.get(setting.role, "honoured")
+    ctx, shown = example
     if setting.check is not None and (msg := setting.check(ctx)):
         return f"refused: {msg}"
     if setting.note is not None and (msg := setting.note(ctx)):
@@ -818,8 +1187,6 @@ def render_table(cfg: DictConfig, profiles: tuple[BackendProfile, ...]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Print docs/settings.md's table (the embedded server as on a CPU host: eager and sdpa attention)."""
     from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN, embedded_profile
-
-    from .compose_check import compose_config
 
     cfg = compose_config(
         ["remote_backend=arctic", "actor_rollout_ref.rollout.name=arctic", "trainer.total_training_steps=10"]

@@ -61,12 +61,8 @@ class ArcticV1LLMServer:
     """Ray actor (created by :class:`ArcticV1Replica`); all methods are async so requests run concurrently."""
 
     def __init__(self, main_config: DictConfig, backend_handle: dict[str, Any], replica_rank: int = 0):
-        from arctic_platform.integrations.verl.adapter import (
-            ArcticRemoteBackend,
-            arctic_options,
-            coalesce_settings,
-            sleeps_between_rollouts,
-        )
+        from arctic_platform.integrations.verl.adapter import ArcticRemoteBackend, coalesce_settings
+        from arctic_platform.integrations.verl.options import arctic_options, sleeps_between_rollouts
 
         self.main_config = main_config
         self.replica_rank = replica_rank

@@ -47,8 +47,9 @@ from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
 from verl.utils import tensordict_utils as tu
 
-from ..adapter import ArcticRemoteBackend, arctic_options, sleeps_between_rollouts
+from ..adapter import ArcticRemoteBackend
 from ..compat import SYNTHETIC_PADDING_PROMPT_LEN
+from ..options import arctic_options, per_gpu, sleeps_between_rollouts
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -305,20 +306,28 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         """``meta.actor_config``: the whole actor block, JSON-safe (the reference adapter sends ``vars(ActorConfig)``;
         the embedded server builds verl's ActorConfig from it: loss keys, micro-batching; ``loss_scale_factor: null``
         stays null, the server applies verl's per-micro-batch rule); ``meta.policy_loss_config``: its ``policy_loss``
-        block, which carries ``loss_mode``."""
+        block, which carries ``loss_mode``. The deprecated global ``ppo_micro_batch_size`` goes resolved, as
+        ``ppo_micro_batch_size_per_gpu`` = size // training GPUs (verl's rule for it)."""
         actor = json_safe(OmegaConf.to_container(self.config.actor, resolve=True, throw_on_missing=False))
         if actor.get("rollout_n") in (None, "???"):
             actor["rollout_n"] = self.rollout_n
+        if actor.get("ppo_micro_batch_size_per_gpu") is None and actor.get("ppo_micro_batch_size"):
+            actor["ppo_micro_batch_size_per_gpu"] = per_gpu(
+                self.config.actor, "ppo_micro_batch_size", int(self.opts.training_gpus)
+            )
         policy_loss = actor.get("policy_loss") or {"loss_mode": "vanilla"}
         return actor, dict(policy_loss)
 
     def _forward_micro_batching(self, ref: bool) -> dict[str, Any]:
-        """verl's log-prob micro-batching for ``/forward`` (``rollout.log_prob_*`` / ``ref.log_prob_*``)."""
-        block = self.config.ref if ref and "ref" in self.config else self.config.rollout
+        """verl's log-prob micro-batching for ``/forward`` (``rollout.log_prob_*`` / ``ref.log_prob_*``; a deprecated
+        global ``log_prob_micro_batch_size`` per GPU of the job that computes them)."""
+        ref_block = ref and "ref" in self.config
+        block = self.config.ref if ref_block else self.config.rollout
         if block.get("log_prob_use_dynamic_bsz", False):
             return {"use_dynamic_bsz": True, "max_token_len_per_gpu": int(block.log_prob_max_token_len_per_gpu)}
-        mbs = block.get("log_prob_micro_batch_size_per_gpu", None)
-        return {"micro_batch_size": int(mbs)} if mbs else {}
+        gpus = int(self.opts.log_prob_gpus if ref_block else self.opts.training_gpus)
+        mbs = per_gpu(block, "log_prob_micro_batch_size", gpus)
+        return {"micro_batch_size": mbs} if mbs else {}
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
     async def update_actor(self, data: TensorDict) -> TensorDict:

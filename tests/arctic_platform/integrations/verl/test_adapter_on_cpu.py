@@ -60,7 +60,7 @@ from verl.trainer.ppo.v1 import PPOTrainerRemoteBackend
                 "remote_backend.arctic.backend.url=http://127.0.0.1:9",
                 "actor_rollout_ref.actor.optim.lr_scheduler_type=cosine",
             ],
-            "needs trainer.total_training_steps",
+            "the cosine has no horizon; set trainer.total_training_steps",
             id="cosine",
         ),
         pytest.param(

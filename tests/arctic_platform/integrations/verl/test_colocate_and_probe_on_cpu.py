@@ -1,14 +1,16 @@
 # Copyright 2026 The arctic-verl Authors
 # SPDX-License-Identifier: Apache-2.0
-"""A colocated backend's staged wake / sleep around the weight sync, and ``arctic-verl probe``.
+"""A colocated backend's staged wake / sleep around the weight sync, ``arctic-verl probe``, and the start-up refusal
+on a server that advertises no profile.
 
-Both run the plugin's real classes against a real embedded server; a recording proxy shows the calls in the order
-they reached the server.
+All run the plugin's real classes against a real embedded server; a recording proxy shows the calls in the order
+they reached the server (and rewrites ``/health`` where a test plays Arctic-Platform main).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -185,7 +187,7 @@ def test_probe_reports_refusals_and_the_servers_words(arctic_overrides, proxied,
         proxied.rewrite = None
     out = r.stdout
     assert r.returncode == 1, out + r.stderr
-    assert "REFUSED actor_rollout_ref.actor.clip_ratio_low/clip_ratio_high/clip_ratio_c=" in out
+    assert "REFUSED actor_rollout_ref.actor.clip_ratio_high=0.28: Arctic-Platform main hard-codes" in out
     assert "NOTE actor_rollout_ref.rollout.calculate_log_probs=True" in out
     assert "FAIL POST /initialize x3" in out and "flash_attention_2" in out and "(422)" in out, out
     assert "probe: FAILED" in out
@@ -215,3 +217,51 @@ def test_probe_fails_when_a_job_outlives_its_destroy(arctic_overrides, proxied, 
     assert "ok   POST /initialize x3" in out and "ok   update_actor" in out, out
     assert "FAIL POST /destroy" in out and "may still be running" in out, out
     assert "probe: FAILED (1 failed call(s), 0 refusal(s))" in out, out
+
+
+@pytest.mark.parametrize(
+    "refused, needle",
+    [
+        ("actor_rollout_ref.actor.policy_loss.loss_mode=gspo", "actor_rollout_ref.actor.policy_loss.loss_mode='gspo'"),
+        (
+            "algorithm.rollout_correction.rollout_is=token",  # async mode's correction: unweighted on that engine
+            "algorithm.rollout_correction.rollout_is='token': Arctic-Platform main returns no rollout log-probs",
+        ),
+    ],
+)
+def test_from_config_refuses_before_any_initialize_on_a_server_without_a_profile(
+    compose_arctic, proxied, tiny_model_dir, refused, needle, caplog
+):
+    """Arctic-Platform main answers /health with {"status": "OK"}: the driver takes it for that profile and refuses
+    the setting in one line before creating any job; the non-default placement settings are logged in one line."""
+    from arctic_platform.integrations.verl.adapter import ArcticConfigError, ArcticRemoteBackend
+
+    cfg = compose_arctic(
+        [
+            f"actor_rollout_ref.model.path={tiny_model_dir}",
+            f"trainer.default_local_dir={proxied.work / 'ckpt'}",
+            "remote_backend.arctic.backend.type=onprem",
+            f"remote_backend.arctic.backend.url={proxied.url}",
+            "remote_backend.async_rollout.enable=true",
+            # placement: logged, not refused (trainer.n_gpus_per_node=1 moves rollout.n_gpus_per_node with it: not
+            # a user's setting, so not listed)
+            "actor_rollout_ref.actor.fsdp_config.forward_prefetch=true",
+            refused,
+        ]
+    )
+    proxied.rewrite = lambda call, body: {"status": "OK"} if call.path == "/health" else body
+    n = len(proxied.calls)
+    try:
+        with caplog.at_level(logging.WARNING), pytest.raises(ArcticConfigError) as err:
+            ArcticRemoteBackend.from_config(cfg)
+    finally:
+        proxied.rewrite = None
+    calls = [c.path for c in proxied.calls[n:]]
+    assert "/health" in calls and "/initialize" not in calls, calls
+    message = str(err.value)
+    assert "1 setting(s) cannot be honoured by Arctic-Platform main" in message and needle in message, message
+    placement = [r.getMessage() for r in caplog.records if "no effect with a remote backend" in r.getMessage()]
+    assert placement == [
+        "arctic backend: no effect with a remote backend (verl's own engine placement / kernels): "
+        "actor_rollout_ref.actor.fsdp_config.forward_prefetch=True"
+    ], placement

@@ -76,8 +76,8 @@ def test_defaults_are_honoured_by_both_profiles(compose):
     "override, needle",
     [
         ("actor_rollout_ref.actor.policy_loss.loss_mode=gspo", "loss_mode='gspo'"),
-        ("actor_rollout_ref.actor.clip_ratio_high=0.28", "hard-codes (0.2, 0.2, 3.0)"),
-        ("actor_rollout_ref.actor.clip_ratio_c=10.0", "hard-codes (0.2, 0.2, 3.0)"),
+        ("actor_rollout_ref.actor.clip_ratio_high=0.28", "= (0.2, 0.2, 3.0) and ignores the config"),
+        ("actor_rollout_ref.actor.clip_ratio_c=10.0", "= (0.2, 0.2, 3.0) and ignores the config"),
         ("actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean", "aggregate micro-batches, not sequences"),
         ("actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm", "aggregate micro-batches, not sequences"),
         ("actor_rollout_ref.actor.loss_agg_mode=token-sum", "does not implement it"),
@@ -94,7 +94,7 @@ def test_arctic_platform_main_refuses_what_it_would_mishandle(compose, override,
     refusals = _refusals(compose, [override], ARCTIC_PLATFORM_MAIN)
     assert len(refusals) == 1 and needle in refusals[0], refusals
     setting = override.split("=", 1)[0]
-    assert setting.split(".")[-1] in refusals[0]  # the message names the setting
+    assert setting in refusals[0] and "Arctic-Platform main" in refusals[0]  # names the setting and the backend
     # the embedded server computes every one of these with verl's semantics
     assert _refusals(compose, [override], EMBEDDED) == []
 
@@ -123,7 +123,7 @@ def test_settings_refused_on_every_backend(compose):
 def test_embedded_server_refuses_what_its_engine_lacks(compose):
     assert _refusals(compose, ["actor_rollout_ref.model.lora_rank=8"], EMBEDDED) == []
     cortex = ["remote_backend.arctic.backend.type=cortex", "actor_rollout_ref.model.lora_rank=8"]
-    assert "the cortex backend has no LoRA" in _refusals(compose, cortex, EMBEDDED)[0]
+    assert "the embedded arctic-verl server over cortex has no LoRA" in _refusals(compose, cortex, EMBEDDED)[0]
     megatron = _refusals(compose, ["actor_rollout_ref.model.lora.rank=8"], EMBEDDED)
     assert len(megatron) == 1 and "set actor_rollout_ref.model.lora_rank" in megatron[0]
     assert "no Liger" in _refusals(compose, ["actor_rollout_ref.model.use_liger=true"], EMBEDDED)[0]
@@ -142,7 +142,8 @@ def test_profile_steps_on_a_backend_without_a_profiler_is_a_note(compose):
 def test_cosine_without_a_horizon(compose):
     cosine = ["actor_rollout_ref.actor.optim.lr_scheduler_type=cosine", "trainer.total_training_steps=null"]
     assert _refusals(compose, cosine, EMBEDDED) == []  # verl's horizon reaches it with the first /step
-    assert any("needs trainer.total_training_steps" in r for r in _refusals(compose, cosine, ARCTIC_PLATFORM_MAIN))
+    refused = _refusals(compose, cosine, ARCTIC_PLATFORM_MAIN)
+    assert any("the cosine has no horizon; set trainer.total_training_steps" in r for r in refused), refused
 
 
 def test_rollout_log_probs_are_a_note_not_a_refusal(compose):
@@ -150,6 +151,178 @@ def test_rollout_log_probs_are_a_note_not_a_refusal(compose):
     notes = settings_notes(cfg, arctic_options(cfg), ARCTIC_PLATFORM_MAIN)
     assert len(notes) == 1 and "not requested" in notes[0]
     assert settings_notes(cfg, arctic_options(cfg), EMBEDDED) == []
+
+
+MP = "+actor_rollout_ref.actor.fsdp_config.mixed_precision"
+
+
+@pytest.mark.parametrize(
+    "overrides, embedded, ap_main",
+    [
+        # verl's FSDP defaults: fp32 master weights, bf16 compute, fp32 reduce / buffers (said explicitly)
+        ([f"{MP}.param_dtype=bf16", f"{MP}.reduce_dtype=fp32", f"{MP}.buffer_dtype=fp32"], None, None),
+        (["actor_rollout_ref.actor.fsdp_config.model_dtype=bf16"], "keeps float32 master weights", "master"),
+        (["actor_rollout_ref.ref.fsdp_config.model_dtype=bf16"], "does not round them", "does not round them"),
+        ([f"{MP}.param_dtype=fp32"], "set remote_backend.arctic.dtype=float32", "computes in ['bfloat16'] only"),
+        ([f"{MP}.param_dtype=fp32", "remote_backend.arctic.dtype=float32"], None, "computes in ['bfloat16'] only"),
+        ([f"{MP}.param_dtype=fp16", "remote_backend.arctic.dtype=float16"], "needs loss scaling", "needs loss"),
+        ([f"{MP}.reduce_dtype=bf16"], "gradients and buffers in float32", "gradients and buffers"),
+        (["+actor_rollout_ref.ref.fsdp_config.mixed_precision.buffer_dtype=bf16"], "in float32", "in float32"),
+        (["actor_rollout_ref.rollout.dtype=float32"], "set remote_backend.arctic.dtype=float32", "['bfloat16'] only"),
+        (["actor_rollout_ref.rollout.dtype=float32", "remote_backend.arctic.dtype=float32"], None, "only"),
+        # not read by verl 0.9.1's FSDP engine (only its Megatron engine reads the engine dtype): no effect
+        (["actor_rollout_ref.actor.fsdp_config.dtype=float16"], None, None),
+    ],
+)
+def test_precision_is_honoured_only_where_the_backend_computes_the_same(compose, overrides, embedded, ap_main):
+    for profile, needle in ((EMBEDDED, embedded), (ARCTIC_PLATFORM_MAIN, ap_main)):
+        refusals = _refusals(compose, overrides, profile)
+        if needle is None:
+            assert refusals == [], (profile.name, refusals)
+        else:
+            assert len(refusals) == 1 and needle in refusals[0], (profile.name, refusals)
+            setting = overrides[0].lstrip("+").split("=", 1)[0]
+            assert setting in refusals[0] and profile.name in refusals[0]
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size=2",  # verl 0.9.1's key
+        "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",  # deprecated (verl copies it over)
+        "actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size=2",
+    ],
+)
+def test_sequence_parallelism_is_refused_on_both_backends(compose, override):
+    for profile in (EMBEDDED, ARCTIC_PLATFORM_MAIN):
+        refusals = _refusals(compose, [override], profile)
+        # one line: the ref's key interpolates the deprecated actor key and is not refused twice
+        assert len(refusals) == 1, refusals
+        assert refusals[0].startswith(override) and profile.name in refusals[0] and "set it to 1" in refusals[0]
+
+
+ONE_STEP = ["actor_rollout_ref.actor.ppo_mini_batch_size=4"]  # one optimizer step per training step
+COSINE = ["actor_rollout_ref.actor.optim.lr_scheduler_type=cosine"]
+
+
+@pytest.mark.parametrize(
+    "overrides, refused",
+    [
+        ([*COSINE, "actor_rollout_ref.actor.optim.num_cycles=1.0"], "actor_rollout_ref.actor.optim.num_cycles=1.0"),
+        (
+            [*COSINE, "actor_rollout_ref.actor.optim.zero_indexed_step=false"],
+            "actor_rollout_ref.actor.optim.zero_indexed_step=False",
+        ),
+        ([*COSINE, "actor_rollout_ref.actor.optim.min_lr_ratio=0.1"], None),  # WarmupCosineLR's cos_min_ratio
+        (["actor_rollout_ref.actor.optim.num_cycles=1.0"], None),  # verl reads it for cosine only
+        (
+            ["actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=0.1", "trainer.total_training_steps=null"],
+            "trainer.total_training_steps=null with actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=0.1",
+        ),
+        (["actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=0.1"], None),  # a horizon: warmup = ratio x steps
+    ],
+)
+def test_schedule_options_arctic_platform_main_cannot_express(compose, overrides, refused):
+    refusals = _refusals(compose, [*ONE_STEP, *overrides], ARCTIC_PLATFORM_MAIN)
+    if refused is None:
+        assert refusals == []
+    else:
+        assert len(refusals) == 1 and refusals[0].startswith(refused) and "; set " in refusals[0], refusals
+    assert _refusals(compose, [*ONE_STEP, *overrides], EMBEDDED) == []  # verl's own schedule, every option
+
+
+def test_uneven_micro_batches_are_refused_as_verl_asserts(compose):
+    # a mini-batch of 2 prompts x n=2 = 4 rows cannot be cut into micro-batches of 3
+    for profile in (EMBEDDED, ARCTIC_PLATFORM_MAIN):
+        refusals = _refusals(compose, ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3"], profile)
+        assert len(refusals) == 1 and "would train an uneven last micro-batch" in refusals[0], refusals
+        assert refusals[0].startswith("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3")
+        assert "set ppo_micro_batch_size_per_gpu to a divisor of 4" in refusals[0]
+    two_gpus = ["remote_backend.arctic.training_gpus=2"]
+    assert _refusals(compose, two_gpus, EMBEDDED) == []  # 2 rows per GPU, micro-batches of 2
+    assert (
+        "of 2 rows per GPU"
+        in _refusals(
+            compose, [*two_gpus, "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=3"], EMBEDDED
+        )[0]
+    )
+
+
+def test_deprecated_global_micro_batch_size_is_divided_over_the_training_gpus(compose, monkeypatch):
+    from arctic_platform.integrations.verl.adapter import batch_sizing, build_client_config
+    from arctic_platform.integrations.verl.v1.worker import ArcticV1ActorRolloutRefWorker
+
+    deprecated = [
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=null",
+        "actor_rollout_ref.actor.ppo_micro_batch_size=4",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=null",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size=4",
+        "remote_backend.arctic.training_gpus=2",
+    ]
+    cfg = compose(deprecated)
+    assert _refusals(compose, deprecated, EMBEDDED) == []
+    assert batch_sizing(cfg, arctic_options(cfg))["micro_batch_size"] == 2  # per GPU = 4 // 2
+    ds = build_client_config(cfg, arctic_options(cfg)).training_ds_config()
+    assert (ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"]) == (2, 1)
+    # what the forwarder sends: meta.actor_config of /forward-backward and meta.micro_batch_size of /forward, both
+    # per GPU (the server reads them as such); no backend is contacted to build either
+    for k, v in {"WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}.items():
+        monkeypatch.setenv(k, v)
+    worker = ArcticV1ActorRolloutRefWorker(cfg.actor_rollout_ref, "actor_rollout", main_config=cfg, backend_handle={})
+    actor_config, _ = worker._actor_config()
+    assert actor_config["ppo_micro_batch_size_per_gpu"] == 2
+    assert worker._forward_micro_batching(ref=False) == {"micro_batch_size": 2}
+
+
+def test_log_prob_micro_batching_keys_are_backend_settings(compose):
+    for block in ("rollout", "ref"):
+        for key in ("log_prob_micro_batch_size", "log_prob_micro_batch_size_per_gpu", "log_prob_use_dynamic_bsz",
+                    "log_prob_max_token_len_per_gpu"):  # fmt: skip
+            assert covering(f"actor_rollout_ref.{block}.{key}").role == "backend", (block, key)
+    cfg = compose(["actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true"])
+
+    def dynamic_notes(profile):
+        return [n for n in settings_notes(cfg, arctic_options(cfg), profile) if "log_prob_use_dynamic_bsz" in n]
+
+    notes = dynamic_notes(ARCTIC_PLATFORM_MAIN)
+    assert len(notes) == 1 and notes[0].startswith("actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True: Arctic")
+    assert dynamic_notes(EMBEDDED) == []  # token budgets, as verl cuts them
+
+
+WAY_OUT = ("; set ", "; use ", "; unset", "; leave", "; turn", "; remove", "; pick", " instead", ", or ")
+
+
+def test_every_refusal_names_the_setting_the_backend_and_a_way_out(compose):
+    """Walks every checked setting with the table's non-default example, on both profiles and over cortex."""
+    from arctic_platform.integrations.verl.settings import example_context
+
+    cfg = compose()
+    seen = set()
+    for setting in SETTINGS:
+        if setting.check is None:
+            continue
+        for profile in (EMBEDDED, ARCTIC_PLATFORM_MAIN):
+            for cortex in (False, True):
+                example = example_context(setting, cfg, profile, cortex=cortex)
+                assert example is not None, f"{setting.pattern}: a checked setting needs an example in EXAMPLES"
+                msg = setting.check(example[0])
+                if msg is None:
+                    continue
+                seen.add(setting.pattern)
+                where = (setting.pattern, profile.name, cortex, msg)
+                assert setting.pattern.removesuffix(".*") in msg, where
+                assert profile.name in msg, where
+                assert any(w in msg for w in WAY_OUT), where
+    checked = {s.pattern for s in SETTINGS if s.check is not None}
+    # checks of capabilities both profiles have (every verl KL estimator and LR scheduler type, HF export,
+    # sleep/wake): they guard a narrower backend, so no example is refused today
+    guards = {
+        "actor_rollout_ref.actor.kl_loss_type",
+        "actor_rollout_ref.actor.optim.lr_scheduler_type",
+        "actor_rollout_ref.actor.checkpoint.save_contents",
+        "actor_rollout_ref.rollout.free_cache_engine",
+    }
+    assert checked - seen == guards, sorted(checked - seen)
 
 
 def test_profile_from_health():
@@ -176,6 +349,25 @@ def test_compose_check_lists_every_refusal(capsys):
     assert rc == 1
     assert "2 setting(s) cannot be honoured by Arctic-Platform main" in err
     assert "clip_ratio_high" in err and "loss_agg_mode='token-sum'" in err
+
+
+def test_compose_check_lists_non_default_placement_in_one_line(capsys):
+    from arctic_platform.integrations.verl import compose_check
+
+    rc = compose_check.main(
+        [
+            *BASE,
+            "actor_rollout_ref.actor.fsdp_config.forward_prefetch=true",
+            "actor_rollout_ref.actor.fsdp_config.dtype=float16",
+            "actor_rollout_ref.actor.fsdp_config.model_dtype=fp32",  # a backend setting at its default: not listed
+        ]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0
+    lines = [ln for ln in out.splitlines() if "no effect with a remote backend" in ln]
+    assert len(lines) == 1, lines
+    assert "fsdp_config.forward_prefetch=True" in lines[0] and "fsdp_config.dtype='float16'" in lines[0]
+    assert "model_dtype" not in lines[0]
 
 
 def test_docs_settings_table_is_current(repo_root, capsys):
