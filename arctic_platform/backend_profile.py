@@ -90,6 +90,10 @@ class BackendProfile(BaseModel):
     ``model_dtype`` fp32, ``mixed_precision.param_dtype`` bf16 as the autocast dtype). Several: the job's dtype
     picks one (``remote_backend.arctic.dtype`` -> ``extensions.dtype``; null: bfloat16 on CUDA, float32 on CPU);
     one: fixed by the backend's engine."""
+    packed_attention: tuple[str, ...] | None = None
+    """When the training engine packs each micro-batch into one ``[1, T]`` row: the attention implementations that
+    keep its sequences apart (by ``position_ids``); with any other, a sequence attends to the ones packed before it.
+    None: rows stay apart (padded ``[b, L]`` batches)."""
     extensions: tuple[str, ...] = Field(default_factory=tuple)
     """The embedded server's capability flags (:data:`arctic_platform.protocol.CAPABILITIES`)."""
 
@@ -117,6 +121,9 @@ ARCTIC_PLATFORM_MAIN = BackendProfile(
     log_prob_zero_stages=(3,),
     attn_implementations=None,
     default_attn_implementation="flash_attention_2",  # the reference adapter's default for its GPU fleet
+    # rl/processors/pipeline.py packs a micro-batch to [1, T] with position_ids: only flash attention's varlen path
+    # keeps the rows apart (measured on CPU with eager: a row's log-probs change with the rows packed before it)
+    packed_attention=("flash_attention_2", "flash_attention_3"),
     sampling_penalties=True,  # sampling_params are vLLM SamplingParams kwargs
     sleep_wake=True,
     hf_export=True,

@@ -401,6 +401,19 @@ def _override_config(ctx):
     return None
 
 
+def _packed_attention_note(ctx):
+    # a note, not a refusal: it is the only way to run such an engine without flash attention (CPU, tests)
+    attn = (ctx.get(f"{ARR}.model.override_config", {}) or {}).get("attn_implementation")
+    packed = ctx.profile.packed_attention
+    if attn and packed is not None and attn not in packed:
+        return (
+            f"{ARR}.model.override_config.attn_implementation={attn!r}: {ctx.name} packs each micro-batch into one "
+            f"row and only {list(packed)} keep its sequences apart: with {attn!r} a sequence also attends to the ones "
+            "packed before it (log-probs and loss differ from verl's); leave attn_implementation unset on GPUs"
+        )
+    return None
+
+
 def _rollout_logprobs_note(ctx):
     if ctx.get(f"{ARR}.rollout.calculate_log_probs", False) and not ctx.profile.rollout_logprobs:
         return (
@@ -837,7 +850,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(f"{M}.fused_kernel_options.*", PLACEMENT, _PLACE),
     Setting(f"{M}.tiled_mlp.*", PLACEMENT, _PLACE),
     Setting(f"{M}.use_liger", BACKEND, "ds_worker_config.use_liger", _liger),
-    Setting(f"{M}.override_config.*", BACKEND, "attn_implementation -> ds_worker_config", _override_config),
+    Setting(
+        f"{M}.override_config.*",
+        BACKEND,
+        "attn_implementation -> ds_worker_config",
+        _override_config,
+        note=_packed_attention_note,
+    ),
     Setting(f"{M}.lora_rank", BACKEND, "LoRA through peft (extensions.lora): the adapter trains, syncs merge", _lora),
     Setting(f"{M}.lora_alpha", BACKEND, "LoRA alpha"),
     Setting(f"{M}.target_modules", BACKEND, "LoRA target modules"),

@@ -139,6 +139,19 @@ def test_profile_steps_on_a_backend_without_a_profiler_is_a_note(compose):
     assert settings_notes(cfg, arctic_options(cfg), EMBEDDED) == []
 
 
+@pytest.mark.parametrize("attn, noted", [("eager", True), ("sdpa", True), ("flash_attention_2", False)])
+def test_attention_that_mixes_packed_rows_is_a_note_on_arctic_platform_main(compose, attn, noted):
+    """Arctic-Platform main packs a micro-batch into one row: without flash attention a sequence attends to the ones
+    packed before it. A note (the only way to run that engine on CPU), never on the embedded server (padded rows)."""
+    cfg = compose([f"+actor_rollout_ref.model.override_config.attn_implementation={attn}"])
+    notes = [n for n in settings_notes(cfg, arctic_options(cfg), ARCTIC_PLATFORM_MAIN) if "packs each" in n]
+    assert len(notes) == int(noted), notes
+    if noted:
+        assert notes[0].startswith(f"actor_rollout_ref.model.override_config.attn_implementation='{attn}': Arctic")
+        assert "attends to the ones packed before it" in notes[0]
+    assert not [n for n in settings_notes(cfg, arctic_options(cfg), EMBEDDED) if "packs each" in n]
+
+
 def test_cosine_without_a_horizon(compose):
     cosine = ["actor_rollout_ref.actor.optim.lr_scheduler_type=cosine", "trainer.total_training_steps=null"]
     assert _refusals(compose, cosine, EMBEDDED) == []  # verl's horizon reaches it with the first /step
