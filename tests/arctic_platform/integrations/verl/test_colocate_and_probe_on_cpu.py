@@ -101,41 +101,34 @@ def test_colocated_backend_sleeps_after_rollout_and_wakes_in_stages(compose_arct
     ], paths
 
 
-def test_a_backend_that_is_not_colocated_never_sleeps(compose_arctic, proxied, tiny_model_dir):
-    backend, worker, server = _run(compose_arctic, proxied, tiny_model_dir, colocate=False)
+def _sleep_then_sync(compose_arctic, proxy, tiny_model_dir, colocate: bool, extra=()) -> list[str]:
+    """The replica's sleep after a rollout, then the forwarder's weight sync: the calls that reached the server."""
+    backend, worker, server = _run(compose_arctic, proxy, tiny_model_dir, colocate=colocate, extra=extra)
 
     async def cycle():
-        n = len(proxied.calls)
+        n = len(proxy.calls)
         await server.sleep()
         await worker.update_weights(global_steps=1)
         await worker.backend.aclose()
         await server.backend.aclose()
-        return _paths(proxied.calls[n:])
+        return _paths(proxy.calls[n:])
 
     try:
-        assert asyncio.run(cycle()) == ["/operation weight-sync"]
+        return asyncio.run(cycle())
     finally:
         backend.destroy()
+
+
+def test_a_backend_that_is_not_colocated_never_sleeps(compose_arctic, proxied, tiny_model_dir):
+    assert _sleep_then_sync(compose_arctic, proxied, tiny_model_dir, colocate=False) == ["/operation weight-sync"]
 
 
 def test_a_colocated_sampler_that_keeps_its_cache_is_never_woken(compose_arctic, proxied, tiny_model_dir):
     """colocate=true with rollout.free_cache_engine=false: the replica never sleeps the sampler, so the weight sync
     sends no wake calls either (one rule decides both)."""
     keep_cache = ["actor_rollout_ref.rollout.free_cache_engine=false"]
-    backend, worker, server = _run(compose_arctic, proxied, tiny_model_dir, colocate=True, extra=keep_cache)
-
-    async def cycle():
-        n = len(proxied.calls)
-        await server.sleep()
-        await worker.update_weights(global_steps=1)
-        await worker.backend.aclose()
-        await server.backend.aclose()
-        return _paths(proxied.calls[n:])
-
-    try:
-        assert asyncio.run(cycle()) == ["/operation weight-sync"]
-    finally:
-        backend.destroy()
+    calls = _sleep_then_sync(compose_arctic, proxied, tiny_model_dir, colocate=True, extra=keep_cache)
+    assert calls == ["/operation weight-sync"]
 
 
 def _probe(args, cwd):
