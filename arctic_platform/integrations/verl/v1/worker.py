@@ -166,6 +166,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         self.eos_token_id: Optional[int] = None
         self.policy_version: Optional[int] = None
         self._flops_counter = None
+        self._warned_is_weights = False
         # dispatch info: one forwarder is dp rank 0 and collects; "ref" only when this role serves a reference
         self._register_dispatch_collect_info("actor", dp_rank=self.rank, is_collect=True)
         if "ref" in role:
@@ -349,14 +350,15 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             fields.pop("ref_log_prob")
         if IS_WEIGHTS in data.keys():
             profile = self.backend.profile
-            if not profile.rollout_is_weights:
+            if not profile.rollout_is_weights and not self._warned_is_weights:
                 # the start-up check refuses algorithm.rollout_correction.rollout_is for such a backend, so only a
-                # caller that bypassed it gets here: Arctic-Platform main answers a 500 to IS weights in batch and
-                # trains unweighted without them, so neither is sent
-                raise ValueError(
+                # caller that bypassed it gets here; the weights still travel where the protocol puts them and the
+                # backend answers for itself (Arctic-Platform main: a 500), never an update that drops them
+                logger.error(
                     f"update_actor: the batch has rollout_is_weights, but {profile.name} does not apply IS weights; "
                     "set algorithm.rollout_correction.rollout_is=null or use a backend that applies them"
                 )
+                self._warned_is_weights = True
             fields[IS_WEIGHTS] = RESPONSE_PAD_VALUES[IS_WEIGHTS]
         for name in fields:
             if name not in data.keys():

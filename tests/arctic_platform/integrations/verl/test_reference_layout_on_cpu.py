@@ -17,7 +17,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -34,6 +36,20 @@ pytestmark = pytest.mark.skipif(
 
 def _case() -> dict:
     return json.loads((FIXTURES / "batch.json").read_text())
+
+
+@contextlib.contextmanager
+def _records(logger_name: str):
+    """The log records ``logger_name`` emits inside the block (a module-scoped fixture cannot use caplog)."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    log = logging.getLogger(logger_name)
+    log.addHandler(handler)
+    try:
+        yield records
+    finally:
+        log.removeHandler(handler)
 
 
 def _frame(name: str) -> dict:
@@ -211,8 +227,9 @@ def recorded_run(tiny_model_dir, tmp_path_factory, serve_server, proxy_cls):
                     assert fw.status == 200, fw.reply
                     sent[name] = {"frame": wire.decode(fw.body)}
                 await worker.backend.aclose()
-                # the same jobs, taken for Arctic-Platform main's (no IS weights): a batch with IS weights is refused
-                # before any frame is sent (that engine answers them with a 500, and trains unweighted without them)
+                # the same jobs, taken for Arctic-Platform main's (no IS weights): a batch with IS weights (which the
+                # start-up check refuses to produce) logs one error naming the way out, and the weights still travel
+                # in batch, left-padded with 1.0, for the backend to answer (Arctic-Platform main: a 500)
                 from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN
 
                 from .batches import nested
@@ -222,11 +239,12 @@ def recorded_run(tiny_model_dir, tmp_path_factory, serve_server, proxy_cls):
                 td = _v1_batch(case, 1.0, update=True)
                 td["rollout_is_weights"] = nested(case["rollout_is_weights"], torch.float32)
                 n = len(proxy.calls)
-                with pytest.raises(ValueError) as refused:
+                with _records("arctic_platform.integrations.verl.v1.worker") as records:
                     await ap_worker.update_actor(td)
+                [fb] = [c for c in proxy.calls[n:] if c.path == "/forward-backward"]
                 sent["is_weights_on_arctic_platform_main"] = {
-                    "error": str(refused.value),
-                    "paths": [c.path for c in proxy.calls[n:]],
+                    "frame": wire.decode(fb.body),
+                    "errors": [r.getMessage() for r in records if r.levelno >= logging.ERROR],
                 }
                 await ap_worker.backend.aclose()
 
@@ -242,11 +260,14 @@ def test_plugin_frames_match_the_reference_adapters(recorded_run, name):
     _same_frame(recorded_run["sent"][name]["frame"], _frame(name), forward=name.startswith("forward"))
 
 
-def test_is_weights_are_refused_for_a_backend_that_applies_none(recorded_run):
+def test_is_weights_for_a_backend_that_applies_none_are_named_and_still_sent(recorded_run):
     got = recorded_run["sent"]["is_weights_on_arctic_platform_main"]
-    assert "/forward-backward" not in got["paths"] and "/step" not in got["paths"], got
-    assert "rollout_is_weights" in got["error"] and "Arctic-Platform main" in got["error"], got
-    assert "algorithm.rollout_correction.rollout_is=null" in got["error"], got
+    [error] = [e for e in got["errors"] if "rollout_is_weights" in e]
+    assert "Arctic-Platform main does not apply IS weights" in error, error
+    assert "algorithm.rollout_correction.rollout_is=null" in error, error
+    w = got["frame"]["batch"]["rollout_is_weights"]
+    P = got["frame"]["batch"]["prompts"].shape[1]
+    assert list(w.shape) == list(got["frame"]["batch"]["input_ids"].shape) and bool((w[:, :P] == 1.0).all())
 
 
 def test_plugin_sent_the_reference_bodies_it_built(recorded_run):
