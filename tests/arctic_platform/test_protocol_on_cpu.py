@@ -32,7 +32,8 @@ def test_importing_the_protocol_loads_no_torch():
 def test_client_needs_neither_torch_nor_verl_and_the_server_imports_verl_only_for_training():
     client = "import sys, arctic_platform.client; assert not {'torch', 'verl'} & set(sys.modules), 'heavy import'"
     subprocess.run([sys.executable, "-c", client], check=True, cwd="/")
-    # verl (~2.4 s, ~220 MiB measured) is imported by the training engine's loss and schedule, not at server start
+    # verl (+6.6 s, +240 MiB: benchmarks/server/bench_verl_import.py) is imported by the training engine's loss and
+    # schedule, not at server start
     server = "import sys, arctic_platform.server.app; assert 'verl' not in sys.modules, 'verl imported at start'"
     subprocess.run([sys.executable, "-c", server], check=True, cwd="/")
 
