@@ -115,7 +115,8 @@ ARCTIC_PLATFORM_MAIN = BackendProfile(
     lr_schedule=False,  # /step: "on-prem uses the DeepSpeed scheduler's LR", ticked by every engine.step()
     dynamic_bsz=False,  # micro-batches come from gradient_accumulation_steps (token budgets only on the ZoRRo path)
     training_config=True,
-    # measured: stage 0 fails ("unsupported mix of model_dtype=bfloat16 and grad_accum_dtype=float32"), 1 and 3 train;
+    # measured: stage 0 fails ("unsupported mix of model_dtype=bfloat16 and grad_accum_dtype=float32"), 1, 2 and 3
+    # train (the same loss and grad norm on the reference adapter's frame);
     # a log_prob engine (no optimizer) fails at stage 1 ("zero stage 1 requires an optimizer") and runs at 3
     training_zero_stages=(1, 2, 3),
     log_prob_zero_stages=(3,),
