@@ -44,9 +44,17 @@ def test_left_padded_response_fields_are_cut_to_the_response():
 
 def test_a_loss_mask_that_differs_from_the_response_mask_is_refused():
     bad = _batch()
-    bad["loss_mask"] = torch.ones(2, P + R, dtype=torch.long)
+    bad["loss_mask"] = torch.cat([torch.zeros(2, P, dtype=torch.long), torch.ones(2, R, dtype=torch.long)], 1)
     with pytest.raises(RequestError, match="loss_mask differs"):
         _parse(bad)
+
+
+def test_a_response_field_with_prompt_columns_set_is_refused_as_not_left_padded():
+    bad = _batch()
+    bad["loss_mask"] = torch.ones(2, P + R, dtype=torch.long)
+    with pytest.raises(RequestError, match="loss_mask is \\[2, 5\\] but not left-padded") as ei:
+        _parse(bad)
+    assert ei.value.status == 422
 
 
 @pytest.mark.parametrize(
