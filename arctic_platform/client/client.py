@@ -38,7 +38,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ..backend_profile import ARCTIC_PLATFORM_MAIN, BackendProfile, profile_from_health
@@ -217,8 +217,17 @@ class AsyncArcticRLClient:
         self.backend_profile = profile_from_health(health)
         return self
 
-    async def start(self) -> AsyncArcticRLClient:
+    async def start(self, *, wait_for: Collection[str] | None = None) -> AsyncArcticRLClient:
         """Connect (starting the local server if configured), then create or verify the jobs.
+
+        Creating: every job is created (``/initialize`` validates its config and answers at once; the server builds
+        the engines concurrently), then this waits until the jobs of ``wait_for`` (default: all) are running. A job
+        left out keeps building: :meth:`wait_ready` waits for it, and a client re-attached with :meth:`from_handle`
+        waits for it in its own :meth:`start`. The verl plugin waits for the training and log-prob jobs only, so a
+        vLLM engine's start (tens of seconds on CPU, minutes on a GPU node) overlaps the trainer's own start-up.
+
+        Re-attaching (job ids given): checks each job's type and waits while it is still building (``PENDING``, up to
+        ``job_ready_timeout``); a job that failed or was destroyed raises.
 
         A start that fails half-way destroys every job it created (retried, :meth:`close`) and stops its server.
 
@@ -228,6 +237,8 @@ class AsyncArcticRLClient:
         """
         if self._started:
             return self
+        if wait_for is not None and not set(wait_for) <= set(JOB_TYPES):
+            raise ValueError(f"wait_for: unknown job types {sorted(set(wait_for) - set(JOB_TYPES))} (of {JOB_TYPES})")
         await self.connect()
         c = self.config
         try:
@@ -240,10 +251,7 @@ class AsyncArcticRLClient:
                                 None, f"job {jid} is a {info.get('job_type')} job, not {jt}", "start", jid
                             )
                         if normalize_state(info.get("status")) != "running":
-                            raise ArcticRLJobError(
-                                None, f"job {jid} is {info.get('status')}: {info.get('reason') or '(no reason)'}",
-                                "start", jid, info.get("status"),
-                            )  # fmt: skip
+                            await self._wait_running(jid)  # still building: wait; failed or gone: raises
             else:
                 for jt in JOB_CREATE_ORDER:
                     if c.job_gpus(jt) <= 0:
@@ -251,12 +259,24 @@ class AsyncArcticRLClient:
                     r = await self._call("POST", "/initialize", json_body=self.job_body(jt))
                     self._owned.append((r["job_id"], jt))
                     self._jobs[jt] = r["job_id"]
-                await asyncio.gather(*(self._wait_running(jid) for jid, _ in self._owned))
+                await self.wait_ready(wait_for)
         except BaseException:
             await self.close()
             raise
         self._started = True
         return self
+
+    async def wait_ready(self, job_types: Collection[str] | None = None) -> None:
+        """Wait until this client's jobs of ``job_types`` (default: all it knows) are running.
+
+        Raises:
+            ArcticRLJobError: a job failed or was destroyed (with its reason), or it is still building after
+                ``job_ready_timeout``.
+        """
+        wanted = set(JOB_TYPES if job_types is None else job_types)
+        await asyncio.gather(
+            *(self._wait_running(jid) for jt, jid in self._jobs.items() if jid is not None and jt in wanted)
+        )
 
     def job_body(self, job_type: str) -> dict:
         """The ``/initialize`` body this client sends for ``job_type``: :meth:`ArcticRLClientConfig.job_config`, with
@@ -766,9 +786,12 @@ class ArcticRLClient:
         self._run(self._client.connect())
         return self
 
-    def start(self) -> ArcticRLClient:
-        self._run(self._client.start())
+    def start(self, *, wait_for: Collection[str] | None = None) -> ArcticRLClient:
+        self._run(self._client.start(wait_for=wait_for))
         return self
+
+    def wait_ready(self, job_types: Collection[str] | None = None) -> None:
+        self._run(self._client.wait_ready(job_types))
 
     def job_body(self, job_type: str) -> dict:
         return self._client.job_body(job_type)

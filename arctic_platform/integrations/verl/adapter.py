@@ -374,7 +374,10 @@ class ArcticRemoteBackend(RemoteBackend):
             refuse(settings_refusals(main_config, opts, client.backend_profile), client.backend_profile)
             for note in settings_notes(main_config, opts, client.backend_profile):
                 logger.warning(f"arctic backend: {note}")
-            client.start()
+            # The sampling job's engine keeps building while verl starts its workers (a vLLM start is ~40 s on CPU,
+            # minutes on a GPU node); the first process to use it (the weight sync before step 1) waits for it in its
+            # re-attach, and a failed build raises there with the server's reason.
+            client.start(wait_for=("training", "log_prob"))
             handle = dict(client.reconnect_handle())
             training = client.job_info(client.training_job_id)
         except BaseException:
