@@ -334,6 +334,43 @@ async def test_a_failed_job_reports_its_reason_at_once_and_cleans_up(tiny_model_
 
 
 @pytest.mark.asyncio
+async def test_start_can_leave_a_job_building_and_a_reattached_client_waits_for_it(tiny_model_dir, tmp_path):
+    # what the verl plugin does: wait for the training job only; the sampling engine builds on (vLLM: tens of s)
+    c = AsyncArcticRLClient(_config(tiny_model_dir, tmp_path, log_prob_gpus=0))
+    await c.start(wait_for=("training",))
+    try:
+        assert (await c.job_info(c.training_job_id))["status"] == "RUNNING"
+        assert (await c.job_info(c.sampling_job_id))["status"] in ("PENDING", "RUNNING")
+        again = AsyncArcticRLClient.from_handle(c.reconnect_handle())
+        async with again:  # re-attach: waits while the sampling job builds, creates nothing
+            assert (await again.job_info(again.sampling_job_id))["status"] == "RUNNING"
+            assert len((await again.generate([[5, 6]], {"max_tokens": 2}))[0]["token_ids"]) <= 2
+        await c.wait_ready()
+        with pytest.raises(ValueError, match="unknown job types"):
+            await AsyncArcticRLClient(_config(tiny_model_dir, tmp_path)).start(wait_for=("critic",))
+    finally:
+        await c.close()
+
+
+@pytest.mark.asyncio
+async def test_a_job_left_building_that_fails_raises_in_wait_ready_and_in_a_reattach(tiny_model_dir, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_model_dir, broken)
+    (broken / "model.safetensors").write_bytes(b"garbage")
+    c = AsyncArcticRLClient(_config(broken, tmp_path, training_gpus=0, log_prob_gpus=0))
+    await c.start(wait_for=())  # /initialize accepted the job; its build fails later, whenever that is
+    try:
+        with pytest.raises(ArcticRLJobError) as ei:
+            await AsyncArcticRLClient.from_handle(c.reconnect_handle()).start()
+        assert ei.value.job_status == "failed" and "initialization failed" in ei.value.reason
+        with pytest.raises(ArcticRLJobError, match="initialization failed"):
+            await c.wait_ready()
+    finally:
+        await c.close()
+    assert c._server.proc.poll() is not None
+
+
+@pytest.mark.asyncio
 async def test_local_token_never_leaks_and_close_stops_the_server(tiny_model_dir, tmp_path, monkeypatch):
     secret = "tok-" + os.urandom(6).hex()
     monkeypatch.setenv("ARCTIC_TEST_TOKEN", secret)

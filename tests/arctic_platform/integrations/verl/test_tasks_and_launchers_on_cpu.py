@@ -96,3 +96,23 @@ def test_digit_task_reward_gives_partial_credit():
     assert compute_score("s", "", "7") == 0.0
     rows = make_rows(4, "train", seed=0)
     assert rows[0]["prompt"][0]["content"].startswith("Repeat the digit: ")
+
+
+def test_the_smoke_launcher_writes_its_data_set_without_importing_verl(tmp_path):
+    # the launcher only writes files and waits for main_ppo; importing verl there cost ~11 s of the smoke's wall time
+    code = (
+        "import sys, json\n"
+        "from pathlib import Path\n"
+        "from arctic_platform import smoke\n"
+        "train, val = smoke.task_module().write_dataset(Path(sys.argv[1]), seed=0)\n"
+        "print(json.dumps([str(train), str(val), str(smoke.TASK_FILE), 'verl' in sys.modules]))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    train, val, task_file, verl_imported = json.loads(r.stdout.strip().splitlines()[-1])
+    assert not verl_imported
+    assert Path(train).stat().st_size > 0 and Path(val).stat().st_size > 0
+    # the reward verl loads by path is the wheel's task module, the same file as the package's
+    from arctic_platform.integrations.verl.tasks import repeat_digit
+
+    assert Path(task_file) == Path(repeat_digit.__file__).resolve()
