@@ -790,9 +790,6 @@ class ArcticRLClient:
         self._run(self._client.start(wait_for=wait_for))
         return self
 
-    def wait_ready(self, job_types: Collection[str] | None = None) -> None:
-        self._run(self._client.wait_ready(job_types))
-
     def job_body(self, job_type: str) -> dict:
         return self._client.job_body(job_type)
 
@@ -819,6 +816,7 @@ class ArcticRLClient:
         return self._client.reconnect_handle()
 
     # ---- every coroutine method of AsyncArcticRLClient, run to completion on this client's loop ----
+    wait_ready = _synced(AsyncArcticRLClient.wait_ready)
     health = _synced(AsyncArcticRLClient.health)
     status = _synced(AsyncArcticRLClient.status)
     job_info = _synced(AsyncArcticRLClient.job_info)
