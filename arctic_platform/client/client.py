@@ -487,11 +487,14 @@ class AsyncArcticRLClient:
         }
 
     @classmethod
-    def from_handle(cls, handle: dict, **overrides: Any) -> AsyncArcticRLClient:
+    def from_handle(
+        cls, handle: dict, *, sleep: Callable[[float], Awaitable[Any]] | None = None, **overrides: Any
+    ) -> AsyncArcticRLClient:
         """A re-attached client (creates and destroys nothing; never stops the server). Call ``start()`` on it.
 
         Args:
             handle: from :meth:`reconnect_handle`.
+            sleep: as the constructor's.
             **overrides: ``ArcticRLClientConfig`` fields to change (e.g. ``request_timeout``).
         """
         if handle.get("version") != HANDLE_VERSION:
@@ -507,7 +510,7 @@ class AsyncArcticRLClient:
         else:
             fields["backend"] = OnPremConfig(url=handle["url"], token_env_var=handle.get("token_env_var"))
         fields.update(overrides)
-        return cls(ArcticRLClientConfig(**fields))
+        return cls(ArcticRLClientConfig(**fields), sleep=sleep)
 
     # ---- plumbing ----
     async def _op(
