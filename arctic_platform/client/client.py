@@ -66,6 +66,8 @@ logger = logging.getLogger("arctic_platform.client")
 __all__ = ["ArcticRLClient", "AsyncArcticRLClient", "normalize_state", "sampled_logprobs", "TERMINAL_STATES"]
 
 HANDLE_VERSION = 1
+CORTEX_HANDLE_FIELDS = ("training", "max_seq_len", "training_gpus", "sampling_gpus", "log_prob_gpus")
+"""Config fields a Cortex reconnect handle carries (the client computes with them: schedule, dp_size, prompt check)."""
 DESTROY_RETRIES = 4
 """Retries of a ``/destroy`` that got no reply or a 5xx (backoff 0.5, 1, 2, 4 s); 404 means already gone."""
 
@@ -462,14 +464,21 @@ class AsyncArcticRLClient:
         """JSON-serialisable handle: URL, job ids, backend type and the token variable's *name* (never the token).
 
         Cortex: the backend settings without the PAT (a re-attached client reads it from ``pat_env_var``), the parent
-        job id and the sub-job ids.
+        job id and the sub-job ids, and what a re-attached client computes with: the training settings (the LR
+        schedule it runs), the GPU counts (the loss's ``dp_size``) and ``max_seq_len`` (the prompt check).
         """
         if self.url is None:
             raise ArcticRLError(None, "start() the client before asking for a reconnect handle", "reconnect_handle")
         b = self.config.backend
         extra: dict[str, Any] = {}
         if isinstance(b, CortexConfig):
-            extra = {"cortex": b.model_dump(mode="json", by_alias=True, exclude={"pat"}), "job_id": self._cortex_job}
+            c = self.config
+            extra = {
+                "cortex": b.model_dump(mode="json", by_alias=True, exclude={"pat"}),
+                "job_id": self._cortex_job,
+                "training": c.training.model_dump(mode="json"),
+                **{k: getattr(c, k) for k in ("max_seq_len", "training_gpus", "sampling_gpus", "log_prob_gpus")},
+            }
         return {
             **extra,
             "version": HANDLE_VERSION,
@@ -507,6 +516,7 @@ class AsyncArcticRLClient:
         fields.update({k: handle.get(k) for k in ("training_job_id", "sampling_job_id", "log_prob_job_id")})
         if handle.get("backend") == "cortex":
             fields["backend"] = CortexConfig.model_validate(handle["cortex"])
+            fields.update({k: handle[k] for k in CORTEX_HANDLE_FIELDS if k in handle})
         else:
             fields["backend"] = OnPremConfig(url=handle["url"], token_env_var=handle.get("token_env_var"))
         fields.update(overrides)

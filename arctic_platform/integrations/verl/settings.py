@@ -185,16 +185,16 @@ def _kl_type(ctx):
 
 
 def _use_kl(ctx):
+    if ctx.backend_type == "cortex" and ctx.get(f"{ARR}.actor.use_kl_loss", False):
+        return (
+            f"{ARR}.actor.use_kl_loss=True needs /forward log-probs, which {ctx.over} does not have; "
+            "set use_kl_loss=false or use backend.type=onprem"
+        )
     if ctx.get(f"{ARR}.actor.use_kl_loss", False) and int(ctx.opts.log_prob_gpus) == 0:
         return (
             f"{ARR}.actor.use_kl_loss=True needs reference log-probs, but with remote_backend.arctic.log_prob_gpus=0 "
             f"{ctx.name} has no reference (log_prob) job; set remote_backend.arctic.log_prob_gpus >= 1, or "
             "use_kl_loss=false"
-        )
-    if ctx.backend_type == "cortex" and ctx.get(f"{ARR}.actor.use_kl_loss", False):
-        return (
-            f"{ARR}.actor.use_kl_loss=True needs /forward log-probs, which {ctx.over} does not have; "
-            "set use_kl_loss=false or use backend.type=onprem"
         )
     return None
 
@@ -202,16 +202,16 @@ def _use_kl(ctx):
 def _kl_in_reward(ctx):
     if not ctx.get("algorithm.use_kl_in_reward", False):
         return None
+    if ctx.backend_type == "cortex":
+        return (
+            f"algorithm.use_kl_in_reward=True needs /forward log-probs, which {ctx.over} does not have; "
+            "set it to false or use backend.type=onprem"
+        )
     if int(ctx.opts.log_prob_gpus) == 0:
         return (
             "algorithm.use_kl_in_reward=True needs reference log-probs, but with remote_backend.arctic.log_prob_gpus=0 "
             f"{ctx.name} has no reference (log_prob) job; set remote_backend.arctic.log_prob_gpus >= 1, or "
             "use_kl_in_reward=false"
-        )
-    if ctx.backend_type == "cortex":
-        return (
-            f"algorithm.use_kl_in_reward=True needs /forward log-probs, which {ctx.over} does not have; "
-            "set it to false or use backend.type=onprem"
         )
     return None
 

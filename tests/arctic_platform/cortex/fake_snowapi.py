@@ -414,6 +414,7 @@ class FakeSnowAPI:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
         self._ready = threading.Event()
+        self._conns: set = set()
 
     # ---------------------------------------------------------------- lifecycle
     def __enter__(self) -> FakeSnowAPI:
@@ -441,6 +442,9 @@ class FakeSnowAPI:
         await self._stop.wait()
         if self._server is not None:
             self._server.close()
+        for t in list(self._conns):  # keep-alive connections a client left open
+            t.cancel()
+        await asyncio.gather(*self._conns, return_exceptions=True)
         for job in list(self.jobs.values()):
             if not job.cancelled:
                 await self.backend.cancel(job)
@@ -475,6 +479,8 @@ class FakeSnowAPI:
 
     # ---------------------------------------------------------------- HTTP
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._conns.add(task)
         try:
             while True:
                 try:
@@ -525,9 +531,10 @@ class FakeSnowAPI:
                     ex.status, ex.reply = status, json.dumps(body).encode()
                     return
                 await self._write(writer, ex, status, body)
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
         finally:
+            self._conns.discard(task)
             writer.close()
 
     async def _write(self, writer, ex: Exchange, status: int, body: Any) -> None:

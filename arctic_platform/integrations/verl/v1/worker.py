@@ -485,12 +485,13 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         """
         handle = self.backend.reconnect_handle()
         gpus = int(handle.get("training_gpus", 0))
-        if not tokens or seconds <= 0 or gpus == 0 or self._flops_counter is None:
-            return 0.0
+        device = str(handle.get("device_name", ""))
+        if not tokens or seconds <= 0 or gpus == 0 or not device or self._flops_counter is None:
+            return 0.0  # no GPU model (Cortex reports none): no peak to compare with
         from verl.utils.flops_counter import get_device_flops
 
         achieved, _ = self._flops_counter.estimate_flops(tokens, seconds)
-        peak = get_device_flops(device_name=str(handle.get("device_name", "")))
+        peak = get_device_flops(device_name=device)
         return float(achieved / (peak * gpus)) if peak not in (0, float("inf")) else 0.0
 
     # ------------------------------------------------------------------ weights and checkpoints
