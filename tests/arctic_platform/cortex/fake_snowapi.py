@@ -233,9 +233,12 @@ class EmbeddedBackend:
         lens = [c["max_seq_len"] for c in (tr, inf) if c]
         training = {}
         if tr:
+            import tempfile
+
             o = tr["optimizer"]
             ds = tr.get("ds_config") or {}
             training = {
+                "checkpoint_path": tempfile.mkdtemp(prefix=f"fake-cortex-{job.job_id}-"),  # the service's own store
                 "optimizer": {k: o[k] for k in ("lr", "betas", "eps", "weight_decay") if k in o},
                 "grad_clip": tr.get("gradient_clipping") or None,
                 "train_batch_size": tr["train_batch_size"],

@@ -175,7 +175,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         self._flops_counter = None
         self._warned_is_weights = False
         self._warned_metrics: set[str] = set()
-        self.cortex = str(self.opts.backend.type) == "cortex"
+        self.cortex = backend_handle.get("backend") == "cortex"  # what the driver connected to
         rc = main_config.algorithm.get("rollout_correction", None) or {}
         self.old_from_rollout = bool(rc.get("bypass_mode", False))
         """verl's bypass mode: ``old_log_probs`` are the rollout's (compute_log_prob is never called)."""
