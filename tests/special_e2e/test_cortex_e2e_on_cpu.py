@@ -5,7 +5,7 @@ backend, selected as a user would (``ARCTIC_BACKEND=cortex`` + ``ARCTIC_CORTEX_B
 read by ``CortexConfig.from_env()``).
 
 Snowflake Cortex is unreachable here, so the SnowAPI it talks to is the FAKE of
-``tests/arctic_platform/cortex/fake_snowapi.py``, run as a process on 127.0.0.1 that fronts a real embedded Arctic RL
+``tests/arctic_platform/client/fake_snowapi.py``, run as a process on 127.0.0.1 that fronts a real embedded Arctic RL
 server (torch sampling engine): the forward-backward contract goes back into verl's loss on real weights, so the
 update trains with real gradients. The fake loses the first forward-backward reply after running it and answers
 the first step with a 503; results travel as result chunks. Its record (every exchange, every execution, what the
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-FAKE = Path(__file__).resolve().parents[1] / "arctic_platform" / "cortex" / "fake_snowapi.py"
+FAKE = Path(__file__).resolve().parents[1] / "arctic_platform" / "client" / "fake_snowapi.py"
 MAX_PROMPT = 32  # smoke.main_ppo_command's data.max_prompt_length
 
 

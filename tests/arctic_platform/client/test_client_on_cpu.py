@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """arctic_platform.client against real servers on 127.0.0.1: the local transport's whole train / generate / sync /
 save cycle, loss and update parity with verl over HTTP, re-attaching from another process, job ownership, failure
-reporting, timeouts and secrets kept out of handles and reprs (Cortex: tests/arctic_platform/cortex/)."""
+reporting, timeouts and secrets kept out of handles and reprs (Cortex: tests/arctic_platform/client/test_cortex_*)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 # Copyright 2026 The arctic-verl Authors
 # SPDX-License-Identifier: Apache-2.0
 """The verl plugin on Snowflake Cortex (``backend.type=cortex``), against the fake SnowAPI (a fake: the service is
-unreachable here; tests/arctic_platform/cortex/fake_snowapi.py):
+unreachable here; tests/arctic_platform/client/fake_snowapi.py):
 
 * the start-up check: old log-probs exist only from the rollout (bypass mode) or as the current policy's (one
   mini-batch of one epoch), so the rest is refused; the entropy bonus and rollout correction without bypass too;
@@ -36,7 +36,7 @@ BYPASS = ["actor_rollout_ref.rollout.calculate_log_probs=true", "++algorithm.rol
 
 
 def _fake_mod():
-    path = Path(__file__).parents[2] / "cortex" / "fake_snowapi.py"
+    path = Path(__file__).parents[2] / "client" / "fake_snowapi.py"
     name = "arctic_test_fake_snowapi"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, path)

@@ -22,7 +22,7 @@ The reference runs in its own interpreter (both packages are named ``arctic_plat
     git -C <Arctic-Platform clone> archive karthik/verl-v1-plugin arctic_platform/__init__.py \\
         arctic_platform/_dependency_groups.py arctic_platform/wire.py arctic_platform/client | tar -x -C /tmp/ap-ref
     ARCTIC_PLATFORM_CHECKOUT=/tmp/ap-ref ./build.sh test -- -n 0 -s \\
-        tests/arctic_platform/cortex/test_reference_crosscheck_on_cpu.py
+        tests/arctic_platform/client/test_cortex_reference_crosscheck_on_cpu.py
 
 (main works too: it differs in deviation 3). Its third-party needs (requests, aiohttp, tenacity, urllib3, torch,
 safetensors, pydantic) are all in this project's environment. Without the variable the module is skipped.
@@ -47,7 +47,7 @@ pytestmark = pytest.mark.skipif(
     not (CHECKOUT and (Path(CHECKOUT) / "arctic_platform" / "client" / "transports" / "cortex.py").is_file()),
     reason="ARCTIC_PLATFORM_CHECKOUT does not name an Arctic-Platform checkout (see the module docstring)",
 )
-DRIVER = Path(__file__).parent / "reference_driver.py"
+DRIVER = Path(__file__).parent / "cortex_reference_driver.py"
 
 
 def _fakes(fake_mod) -> dict:
