@@ -8,7 +8,9 @@
   can never pass against the repo's unbuilt files.
 * Scheduling (``--dist loadfile``, the default of ``./build.sh test``): work units are test files, except under
   ``tests/special_e2e/`` where every test (one verl run or two) is a unit of its own, and the units go out most
-  expensive first by ``tests/durations.json`` (seconds per test, measured), so the two workers finish together.
+  expensive first by ``tests/durations.json`` (seconds per test, measured), so the two workers finish together. The
+  order is made at collection, in every worker alike: the controller hands out indices into the workers'
+  collections, so it must not reorder its own copy.
 * The run's report: the counts, the wall time against the pytest budget (``arctic_pytest_budget_s`` in
   pyproject.toml), the tests over their own budget and how busy the CPUs were, printed at the end and written as
   JSON to ``$ARCTIC_TEST_REPORT`` (``./build.sh test`` reads it), with the durations in the form of
@@ -53,6 +55,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name.endswith("_on_cpu.py"):
             item.add_marker(pytest.mark.cpu)
+    # The order xdist hands the work units out in (every worker collects the same order, which is what the
+    # controller's indices into a worker's collection rely on): most expensive unit first.
+    by_id = {item.nodeid: item for item in items}
+    items[:] = [by_id[nodeid] for nodeid in order_by_cost([item.nodeid for item in items], load_durations())]
 
 
 def pytest_sessionstart(session):
@@ -134,21 +140,15 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class CostOrderedLoadFile(LoadScopeScheduling):
-        """loadfile, but end-to-end tests are units of their own and units go out most expensive first."""
+        """loadfile, but end-to-end tests are units of their own, and the units go out in collection order, which
+        ``pytest_collection_modifyitems`` made most expensive first."""
 
         def __init__(self, config, log=None):
             super().__init__(config, log)
             config.option.loadscopereorder = False  # our order, not "most tests first"
-            self.durations = load_durations()
 
         def _split_scope(self, nodeid):
             return unit_of(nodeid)
-
-        def schedule(self):
-            if self.collection is None:
-                for node, collection in list(self.registered_collections.items()):
-                    self.registered_collections[node] = order_by_cost(list(collection), self.durations)
-            super().schedule()
 
     return CostOrderedLoadFile(config, log)
 
