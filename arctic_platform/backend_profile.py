@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .protocol import AGG_MODES, CAPABILITIES, KL_TYPES, LOSS_MODES
 
-__all__ = ["ARCTIC_PLATFORM_MAIN", "BackendProfile", "embedded_profile", "profile_from_health"]
+__all__ = ["ARCTIC_PLATFORM_MAIN", "EMBEDDED_NAME", "BackendProfile", "embedded_profile", "profile_from_health"]
 
 
 class BackendProfile(BaseModel):
@@ -138,11 +138,15 @@ ARCTIC_PLATFORM_MAIN = BackendProfile(
 )
 
 
+EMBEDDED_NAME = "the embedded arctic-verl server"
+"""The embedded server's name in refusals (its profile's ``name``)."""
+
+
 def embedded_profile(*, attn_implementations: tuple[str, ...]) -> BackendProfile:
     """The embedded torch server's profile (what ``GET /health`` advertises): verl's own losses, schedules and
     micro-batching (:mod:`arctic_platform.server.loss`), LoRA through peft, the torch profiler."""
     return BackendProfile(
-        name="the embedded arctic-verl server",
+        name=EMBEDDED_NAME,
         loss_modes=LOSS_MODES,
         agg_modes=AGG_MODES,
         kl_types=KL_TYPES,

@@ -134,8 +134,13 @@ def static_profile(opts: DictConfig, *, timeout: float = 5.0) -> tuple[BackendPr
 
 
 def settings_refusals(main_config: DictConfig, opts: DictConfig, profile: BackendProfile) -> list[str]:
-    """Every verl setting the backend with ``profile`` cannot honour, one message each (:mod:`.settings`)."""
-    return check_settings(main_config, opts, profile)
+    """Every verl setting the backend with ``profile`` cannot honour, one message each (:mod:`.settings`), then the
+    rollout parallelism and job sizes its sampler and GPUs cannot honour (:mod:`.node`)."""
+    from .node import node_refusals, sampler_view
+
+    return check_settings(main_config, opts, profile) + node_refusals(
+        main_config, opts, sampler_view(opts, profile.name)
+    )
 
 
 def settings_notes(main_config: DictConfig, opts: DictConfig, profile: BackendProfile) -> list[str]:
@@ -143,12 +148,14 @@ def settings_notes(main_config: DictConfig, opts: DictConfig, profile: BackendPr
     return _settings_notes(main_config, opts, profile)
 
 
-def refuse(refusals: list[str], profile: BackendProfile) -> None:
-    """Raise :class:`ArcticConfigError` listing ``refusals`` (nothing when empty)."""
+def refuse(refusals: list[str], profile: BackendProfile | str) -> None:
+    """Raise :class:`ArcticConfigError` listing ``refusals`` (nothing when empty); ``profile``: the backend's
+    profile, or its name."""
     if refusals:
+        name = profile if isinstance(profile, str) else profile.name
         lines = "\n".join(f"  - {r}" for r in refusals)
         raise ArcticConfigError(
-            f"{len(refusals)} setting(s) cannot be honoured by {profile.name} (remote_backend=arctic):\n{lines}"
+            f"{len(refusals)} setting(s) cannot be honoured by {name} (remote_backend=arctic):\n{lines}"
         )
 
 
@@ -356,10 +363,30 @@ class ArcticRemoteBackend(RemoteBackend):
     # ------------------------------------------------------------------ construction
 
     @classmethod
+    def preflight(cls, main_config: DictConfig) -> None:
+        """``main_ppo`` before Ray starts: the backend options, then the rollout parallelism and job sizes against the
+        sampler and GPUs the backend has (:mod:`.node`), each refusal one line naming the setting and the way out. A
+        local server's GPUs are those this driver sees: recorded for the server the TaskRunner actor starts
+        (:func:`arctic_platform.client.transports.record_node_devices`)."""
+        from .node import node_refusals, sampler_view
+
+        opts = validate_arctic_config(main_config)
+        view = sampler_view(opts)
+        refuse(node_refusals(main_config, opts, view), view.backend)
+        if opts.backend.type == "local":
+            from arctic_platform.client.transports import record_node_devices
+
+            record_node_devices()
+
+    @classmethod
     def from_config(cls, main_config: DictConfig, *, handle: Optional[dict[str, Any]] = None) -> ArcticRemoteBackend:
         if handle is not None:
             return cls(main_config, handle)
+        from .node import node_refusals, sampler_view
+
         opts = validate_arctic_config(main_config)
+        view = sampler_view(opts)
+        refuse(node_refusals(main_config, opts, view), view.backend)  # before a server starts
         client_config = build_client_config(main_config, opts)
         from arctic_platform.client import ArcticRLClient
         from arctic_platform.protocol import job_gpu_counts

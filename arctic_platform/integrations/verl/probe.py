@@ -93,15 +93,14 @@ def _words(e: BaseException) -> str:
 
 
 def _defaults(overrides: list[str]) -> list[str]:
-    """What a probe needs on top of the user's overrides (only when the user left them unset)."""
+    """What a probe needs on top of the user's overrides (only when the user left them unset): the arctic backend,
+    a critic-free estimator, one short step of a tiny batch, nothing saved. Every setting that decides what the
+    backend runs (rollout parallelism, job sizes, forwarder count) stays the user's effective value."""
     given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
     wanted = {
         "remote_backend": "arctic",
         "actor_rollout_ref.rollout.name": "arctic",
         "algorithm.adv_estimator": "grpo",
-        "trainer.n_gpus_per_node": "1",
-        "trainer.nnodes": "1",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size": "1",
         "trainer.save_freq": "-1",
         "trainer.resume_mode": "disable",
         "trainer.total_training_steps": "1",

@@ -909,10 +909,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(f"{R}.dtype", BACKEND, "the sampler's dtype: the job's (remote_backend.arctic.dtype)", _rollout_dtype),
     Setting(f"{R}.free_cache_engine", BACKEND, "with remote_backend.arctic.colocate: sleep the sampler", _colocate),
     Setting(f"{R}.multi_stage_wake_up", BACKEND, "colocated staged wake (weights, sync, kv_cache, reset)"),
-    Setting(f"{R}.tensor_model_parallel_size", VERL, "must leave one replica (the backend sizes its engines)"),
-    Setting(f"{R}.data_parallel_size", VERL, "must leave one replica"),
+    Setting(
+        f"{R}.tensor_model_parallel_size",
+        BACKEND,
+        "the sampling job's vLLM tensor_parallel_size: remote_backend.arctic.sampling_gpus / TP replicas; refused "
+        "where the sampler cannot (node.py)",
+    ),
+    Setting(f"{R}.data_parallel_size", BACKEND, "1: replicas come from sampling_gpus / TP (node.py)"),
     Setting(f"{R}.expert_parallel_size", PLACEMENT, _PLACE),
-    Setting(f"{R}.pipeline_model_parallel_size", VERL, "must leave one replica"),
+    Setting(f"{R}.pipeline_model_parallel_size", BACKEND, "1: the sampler runs no pipeline stages (node.py)"),
     Setting(f"{R}.nnodes", PLACEMENT, _PLACE),
     Setting(f"{R}.n_gpus_per_node", PLACEMENT, _PLACE),
     Setting(f"{R}.load_format", PLACEMENT, "the backend loads the model itself"),

@@ -46,6 +46,13 @@ class RemoteBackend(abc.ABC):
                 (forwarder workers, rollout replicas).
         """
 
+    @classmethod
+    def preflight(cls, main_config: DictConfig) -> None:
+        """Checks that need neither Ray nor a running backend, run by ``main_ppo`` before Ray starts (after the
+        remote-backend trainer's own). Raise ``ValueError`` naming the setting and the way out; the default checks
+        nothing."""
+        return None
+
     @abc.abstractmethod
     def reconnect_handle(self) -> dict[str, Any]:
         """A serializable handle that :meth:`from_config` accepts to re-attach in another process."""

@@ -110,9 +110,9 @@ def test_hook_keeps_explicit_async_mode_and_warns(compose, monkeypatch, caplog):
     assert any("remote_backend choice 'dummy' ignored:" in r.getMessage() for r in caplog.records)
 
 
-def _run_main(args, run_dir, timeout=240):
+def _run_main(args, run_dir, timeout=240, env=None):
     """main_ppo with its Hydra run directory (and cwd) under ``run_dir``, never an ``outputs/`` in the caller's cwd."""
-    env = {**os.environ, "HYDRA_FULL_ERROR": "1", "VERL_USE_EXTERNAL_PLUGINS": "none"}
+    env = {**os.environ, "HYDRA_FULL_ERROR": "1", "VERL_USE_EXTERNAL_PLUGINS": "none", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "verl.trainer.main_ppo", f"hydra.run.dir={run_dir / 'hydra'}", *args],
         capture_output=True,
@@ -137,3 +137,32 @@ def test_main_rejects_a_backend_the_stock_trainer_would_ignore(extra, plugin_con
     assert (tmp_path / "hydra" / ".hydra" / "overrides.yaml").exists() and not (tmp_path / "outputs").exists()
     assert "trainer.remote_backend='dummy' requires trainer.v1.trainer_mode=remote_backend" in r.stderr
     assert "ray init kwargs" not in r.stdout  # failed before Ray started
+
+
+PREFLIGHT_PLUGIN = """
+from verl.remote_backend import RemoteBackend, RemoteBackendRegistry
+
+
+@RemoteBackendRegistry.register("dummy")
+class Refusing(RemoteBackend):
+    @classmethod
+    def preflight(cls, main_config):
+        raise ValueError(f"dummy preflight refuses lr={main_config.remote_backend.dummy.lr}")
+
+    @classmethod
+    def from_config(cls, main_config, *, handle=None):
+        raise AssertionError("from_config must not run: the preflight refused")
+
+    reconnect_handle = destroy = update_weights = save_checkpoint = requires_single_forwarder = None
+"""
+
+
+def test_main_runs_the_backend_preflight_before_ray(plugin_conf_dir, tmp_path):
+    """main_ppo calls the registered backend's preflight (0019) after the choice hook and before ray.init."""
+    (tmp_path / "refusing_plugin.py").write_text(PREFLIGHT_PLUGIN)
+    env = {"PYTHONPATH": str(tmp_path), "VERL_USE_EXTERNAL_MODULES": "refusing_plugin"}
+    args = [f"hydra.searchpath=[file://{plugin_conf_dir}]", "remote_backend=dummy", "algorithm.adv_estimator=grpo"]
+    r = _run_main(args, tmp_path, env=env)
+    assert r.returncode != 0
+    assert "ValueError: dummy preflight refuses lr=0.5" in r.stderr, r.stderr[-3000:]
+    assert "ray init kwargs" not in r.stdout  # refused before Ray started

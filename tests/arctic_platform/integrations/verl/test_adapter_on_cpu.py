@@ -92,8 +92,8 @@ def test_fail_loud_guards_name_the_setting(compose_arctic, overrides, setting):
         pytest.param(["algorithm.adv_estimator=gae"], "needs a critic", id="gae"),
         pytest.param(
             ["actor_rollout_ref.rollout.tensor_model_parallel_size=2"],
-            "leaves zero rollout replicas",
-            id="zero-replicas",
+            r"tensor_model_parallel_size=2: the embedded arctic-verl server's torch sampling loop runs on one device",
+            id="rollout-tp-on-the-torch-loop",
         ),
     ],
 )

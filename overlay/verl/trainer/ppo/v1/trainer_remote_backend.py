@@ -42,7 +42,7 @@ import time
 from typing import Any, Optional
 
 import ray
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from verl.remote_backend import RemoteBackend, RemoteBackendRegistry
 from verl.trainer.ppo.utils import Role, need_critic
@@ -56,6 +56,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.debug import marked_timer
 from verl.utils.import_utils import import_external_libs
+from verl.workers.rollout.replica import RolloutReplicaRegistry
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -107,13 +108,25 @@ def validate_remote_backend_config(config: DictConfig) -> None:
         rollout.pipeline_model_parallel_size,
     )
     world_size = config.trainer.n_gpus_per_node * config.trainer.nnodes
-    if world_size // (tp * dp * pp) < 1:
+    if world_size // _workers_per_replica(rollout, tp * dp * pp) < 1:
         raise ValueError(
             f"PPOTrainerRemoteBackend: rollout world size {tp * dp * pp} (actor_rollout_ref.rollout."
             f"tensor_model_parallel_size={tp} x data_parallel_size={dp} x pipeline_model_parallel_size={pp}) exceeds "
             f"the {world_size} forwarder worker(s) (trainer.n_gpus_per_node x trainer.nnodes), which leaves zero "
             "rollout replicas. Set each of the three to 1: the remote backend sizes its own engines"
         )
+
+
+def _workers_per_replica(rollout: DictConfig, world_size: int) -> int:
+    """Forwarder workers one rollout replica spans: the registered replica class decides (a plugin replica that
+    forwards to a backend placing its own engines spans one); TP x DP x PP for a name no replica is registered as
+    (LLMServerManager then fails with the registry's own error), or none."""
+    name = OmegaConf.select(rollout, "name", default=None)  # None when unset (mandatory, checked later)
+    try:
+        replica_cls = RolloutReplicaRegistry.get(name)
+    except (ValueError, ImportError):
+        return world_size
+    return replica_cls.workers_per_replica(rollout, world_size)
 
 
 @register_trainer("remote_backend")

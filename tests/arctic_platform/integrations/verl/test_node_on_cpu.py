@@ -1,0 +1,87 @@
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+"""verl's rollout TP and the job sizes against the sampler and GPUs the backend has (integrations/verl/node.py):
+refused in one line naming the setting, the backend and the way out where the sampler cannot honour them, honoured
+where it can; main_ppo refuses before Ray starts."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from arctic_platform.integrations.verl.adapter import arctic_options
+from arctic_platform.integrations.verl.node import TP_KEY, SamplerView, node_refusals
+
+EMBEDDED = "the embedded arctic-verl server"
+TORCH = SamplerView(EMBEDDED, "torch")
+VLLM_CPU = SamplerView(EMBEDDED, "vllm")
+VLLM_NODE = SamplerView(EMBEDDED, "vllm", cuda=True, device_count=8)
+REMOTE = SamplerView("the Arctic RL server at http://x", None)
+SAMPLING = "remote_backend.arctic.sampling_gpus"
+
+
+@pytest.fixture(scope="module")
+def refusals(compose_arctic):
+    def run(overrides, view):
+        cfg = compose_arctic(overrides)
+        out = node_refusals(cfg, arctic_options(cfg), view)
+        for line in out:  # the house form: one line, the backend, a way out
+            assert "\n" not in line and view.backend in line and "; set " in line, line
+        return out
+
+    return run
+
+
+def test_rollout_tp_is_refused_where_the_sampler_cannot_honour_it(refusals):
+    verl_default_tp = f"{TP_KEY}=2"  # verl's own default (rollout.yaml), which most of its scripts keep
+    [torch] = refusals([verl_default_tp], TORCH)
+    assert torch.startswith(f"{TP_KEY}=2: {EMBEDDED}'s torch sampling loop runs on one device")
+    assert f"set {TP_KEY}=1, or install vLLM" in torch
+    [vllm] = refusals([verl_default_tp], VLLM_CPU)  # sampling_gpus=1 cannot hold a replica of 2
+    assert vllm.startswith(f"{TP_KEY}=2 with {SAMPLING}=1: {EMBEDDED} runs sampling_gpus / tensor_model_parallel_size")
+    assert vllm.endswith(f"set {SAMPLING}=2 or {TP_KEY} to one of [1]")
+    [three] = refusals([f"{TP_KEY}=2", f"{SAMPLING}=3"], VLLM_NODE)
+    assert f"set {SAMPLING}=2 or {TP_KEY} to one of [1, 3]" in three
+    # honoured: a vLLM sampler whose sampling GPUs TP divides (CPU workers or GPUs), or a server sizing its own
+    assert refusals([f"{TP_KEY}=2", f"{SAMPLING}=2"], VLLM_CPU) == []
+    assert refusals([f"{TP_KEY}=2", f"{SAMPLING}=4", "remote_backend.arctic.training_gpus=3"], VLLM_NODE) == []
+    assert refusals([verl_default_tp], REMOTE) == []
+
+
+def test_replicas_parallel_sizes_forwarders_and_job_sizes(refusals):
+    [replicas] = refusals([f"{SAMPLING}=2"], TORCH)
+    assert replicas.startswith(f"{SAMPLING}=2: {EMBEDDED}'s torch sampling loop runs one replica")
+    [dp] = refusals(["actor_rollout_ref.rollout.data_parallel_size=2"], VLLM_CPU)
+    assert dp.startswith("actor_rollout_ref.rollout.data_parallel_size=2: ")
+    [sizes] = refusals(
+        ["remote_backend.arctic.training_gpus=4", f"{SAMPLING}=4", "remote_backend.arctic.log_prob_gpus=1"], VLLM_NODE
+    )
+    assert "training_gpus=4 + remote_backend.arctic.sampling_gpus=4 + remote_backend.arctic.log_prob_gpus=1" in sizes
+    assert sizes.endswith(
+        "has 8 GPU(s); set them to add up to at most 8 (this node's default split: remote_backend.arctic."
+        "training_gpus=4 remote_backend.arctic.sampling_gpus=3 remote_backend.arctic.log_prob_gpus=1)"
+    )
+    [forwarders] = refusals(["trainer.n_gpus_per_node=8"], REMOTE)  # verl's default, with any backend
+    assert forwarders.startswith("trainer.n_gpus_per_node=8 x trainer.nnodes=1: with the Arctic RL server")
+
+
+def test_main_ppo_refuses_the_rollout_tp_before_ray_starts(arctic_overrides, tiny_model, tmp_path):
+    """verl's default rollout TP (2) on the torch sampling loop: main_ppo stops before ray.init with one line."""
+    overrides = [o for o in arctic_overrides if not o.startswith(TP_KEY)]  # verl's default TP
+    args = [
+        *overrides,
+        f"actor_rollout_ref.model.path={tiny_model}",
+        "remote_backend.arctic.backend.sampling_engine=torch",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
+    ]
+    env = {**os.environ, "HYDRA_FULL_ERROR": "1"}
+    r = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *args], capture_output=True, text=True,
+                       timeout=300, env=env, cwd=tmp_path)  # fmt: skip
+    assert r.returncode != 0
+    assert "ray init kwargs" not in r.stdout  # before Ray
+    lines = [line for line in r.stderr.splitlines() if TP_KEY in line]
+    assert lines and lines[-1].strip() == (
+        f"- {TP_KEY}=2: {EMBEDDED}'s torch sampling loop runs on one device (no tensor parallelism); set {TP_KEY}=1, "
+        "or install vLLM (pip install 'verl[cpu]') and leave remote_backend.arctic.backend.sampling_engine at auto"
+    ), r.stderr[-3000:]
