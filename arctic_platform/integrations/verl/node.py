@@ -13,7 +13,9 @@ into ``main_ppo``:
 * a vLLM sampler needs TP to divide ``sampling_gpus``; ``data_parallel_size`` / ``pipeline_model_parallel_size``
   other than 1 are refused (replicas come from ``sampling_gpus / TP``);
 * on CUDA the three jobs must fit the node's GPUs (:func:`arctic_platform.server.placement.place_jobs`);
-* verl runs one forwarder for the backend (``trainer.n_gpus_per_node`` x ``trainer.nnodes`` = 1).
+* verl runs one forwarder for the backend (``trainer.n_gpus_per_node`` x ``trainer.nnodes`` = 1);
+* forest cascade attention / speculative decoding (``remote_backend.arctic.rollout.*``) need ArcticInference's vLLM
+  plugin, which the embedded server does not run.
 
 An ``onprem`` / ``cortex`` server sizes its own engines: only the forwarder count is checked. :func:`node_refusals`
 is a pure function of the config and a :class:`SamplerView`; :func:`local_sampler` builds the view of the server a
@@ -158,8 +160,9 @@ def parallel_refusal(key: str):
 
 
 def job_sizes_refusal(cfg: DictConfig, opts: DictConfig, view: SamplerView) -> Optional[str]:
-    """On CUDA the three jobs fit the node's GPUs (the server's own placement rule)."""
-    if view.engine is None or not view.cuda:
+    """On CUDA the three jobs fit the node's GPUs (the server's own placement rule). Not checked where no GPU is
+    visible (a dry run on another machine): the server's placement refuses them when it starts."""
+    if view.engine is None or not view.cuda or view.device_count <= 0:
         return None
     from arctic_platform.protocol import JOB_TYPES
     from arctic_platform.server.placement import PlacementError, place_jobs, split_node
@@ -183,6 +186,26 @@ def job_sizes_refusal(cfg: DictConfig, opts: DictConfig, view: SamplerView) -> O
         return f"{asked}: {view.backend} on this node has {view.device_count} GPU(s); {way}"
 
 
+def arctic_inference_refusal(cfg: DictConfig, opts: DictConfig, view: SamplerView) -> Optional[str]:
+    """Forest cascade attention (``rollout.zorro_inference``) and speculative decoding need ArcticInference's vLLM
+    plugin, which the embedded server does not run (an Arctic-Platform server does)."""
+    if view.engine is None:
+        return None
+    zorro = bool(opts.rollout.zorro_inference.enable)
+    spec = opts.rollout.speculative_decoding.model or ""
+    if not zorro and not spec:
+        return None
+    key = (
+        "remote_backend.arctic.rollout.zorro_inference.enable=true"
+        if zorro
+        else f"remote_backend.arctic.rollout.speculative_decoding.model={spec!r}"
+    )
+    return (
+        f"{key}: {view.backend}'s sampler has no ArcticInference plugin (forest cascade attention, speculative "
+        "decoding); set it off, or use an Arctic-Platform server (remote_backend.arctic.backend.type=onprem)"
+    )
+
+
 CHECKS = {
     "trainer.n_gpus_per_node": forwarders_refusal,
     TP_KEY: tp_refusal,
@@ -190,6 +213,7 @@ CHECKS = {
     f"{R}.pipeline_model_parallel_size": parallel_refusal(f"{R}.pipeline_model_parallel_size"),
     GPUS_KEY.format("sampling"): replicas_refusal,
     GPUS_KEY.format("training"): job_sizes_refusal,
+    "remote_backend.arctic.rollout.zorro_inference.enable": arctic_inference_refusal,
 }
 """Setting -> its check (what the settings table runs for that setting)."""
 

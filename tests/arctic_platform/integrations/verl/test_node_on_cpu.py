@@ -85,3 +85,22 @@ def test_main_ppo_refuses_the_rollout_tp_before_ray_starts(arctic_overrides, tin
         f"- {TP_KEY}=2: {EMBEDDED}'s torch sampling loop runs on one device (no tensor parallelism); set {TP_KEY}=1, "
         "or install vLLM (pip install 'verl[cpu]') and leave remote_backend.arctic.backend.sampling_engine at auto"
     ), r.stderr[-3000:]
+
+
+def test_the_launchers_plan_of_an_h200_node():
+    """node_plan on Qwen3-8B's architecture (its config's counts, as model_facts reads them on the meta device): the
+    default split, the memory per GPU it prints, and a model whose training state cannot fit half the node."""
+    from arctic_platform.integrations.verl.node_plan import GIB, H200_GIB, ModelFacts, PlanError, make_plan
+
+    qwen3_8b = ModelFacts("Qwen3ForCausalLM", 8_190_735_360, 192_946_432, layers=36, kv_heads=8, head_dim=128)
+    plan = make_plan(qwen3_8b, gpus=8, gpu_bytes=H200_GIB * GIB, tp=1, utilization=0.5, seq_len=1536)
+    assert plan.counts == {"training": 4, "sampling": 3, "log_prob": 1}
+    assert round(plan.training_state / GIB, 1) == 30.5 and round(plan.sampling_weights / GIB, 1) == 15.3
+    assert plan.kv_tokens == int(plan.kv_cache // (2 * 36 * 8 * 128 * 2))  # K and V, bf16, per layer and KV head
+    tp2 = make_plan(qwen3_8b, gpus=8, gpu_bytes=H200_GIB * GIB, tp=2)
+    assert tp2.counts["sampling"] % 2 == 0 and sum(tp2.counts.values()) == 8
+    huge = ModelFacts("Huge", 70_000_000_000, 1_000_000_000, layers=80, kv_heads=8, head_dim=128)
+    with pytest.raises(PlanError, match="training state needs 15 GPU"):
+        make_plan(huge, gpus=8, gpu_bytes=H200_GIB * GIB)
+    with pytest.raises(PlanError, match="give training at least 15 GPU"):
+        make_plan(huge, gpus=32, gpu_bytes=H200_GIB * GIB, counts={"training": 8, "sampling": 8, "log_prob": 1})
