@@ -124,16 +124,30 @@ def _run_main(args, run_dir, timeout=240):
 
 
 @pytest.mark.parametrize(
-    "extra",
+    "extra, line",
     [
-        pytest.param(["trainer.remote_backend=dummy"], id="name-without-choice"),
-        pytest.param(["remote_backend=dummy", "trainer.v1.trainer_mode=colocate_async"], id="choice-with-async-mode"),
-        pytest.param(["remote_backend=dummy", "trainer.use_v1=false"], id="choice-with-v0"),
+        pytest.param(
+            ["trainer.remote_backend=dummy"],
+            "trainer.v1.trainer_mode=sync: remote_backend=dummy runs with trainer.v1.trainer_mode=remote_backend only",
+            id="name-without-choice",
+        ),
+        pytest.param(
+            ["remote_backend=dummy", "trainer.v1.trainer_mode=colocate_async"],
+            "trainer.v1.trainer_mode=colocate_async: remote_backend=dummy runs with trainer.v1.trainer_mode="
+            "remote_backend only (the stock colocate_async trainer would train on verl's own GPU workers",
+            id="choice-with-async-mode",
+        ),
+        pytest.param(
+            ["remote_backend=dummy", "trainer.use_v1=false"],
+            "trainer.use_v1=False: remote_backend=dummy runs on verl's V1 trainer only",
+            id="choice-with-v0",
+        ),
     ],
 )
-def test_main_rejects_a_backend_the_stock_trainer_would_ignore(extra, plugin_conf_dir, tmp_path):
+def test_main_rejects_a_backend_the_stock_trainer_would_ignore(extra, line, plugin_conf_dir, tmp_path):
+    """check_remote_backend_config, before Ray: one line naming the setting, the trainer and the way out."""
     r = _run_main([f"hydra.searchpath=[file://{plugin_conf_dir}]", *extra], tmp_path)
     assert r.returncode != 0
     assert (tmp_path / "hydra" / ".hydra" / "overrides.yaml").exists() and not (tmp_path / "outputs").exists()
-    assert "trainer.remote_backend='dummy' requires trainer.v1.trainer_mode=remote_backend" in r.stderr
+    assert line in r.stderr, r.stderr[-3000:]
     assert "ray init kwargs" not in r.stdout  # failed before Ray started
