@@ -90,6 +90,8 @@ class BackendProfile(BaseModel):
     ``model_dtype`` fp32, ``mixed_precision.param_dtype`` bf16 as the autocast dtype). Several: the job's dtype
     picks one (``remote_backend.arctic.dtype`` -> ``extensions.dtype``; null: bfloat16 on CUDA, float32 on CPU);
     one: fixed by the backend's engine."""
+    image_inputs: bool = False
+    """``/generate`` takes images / videos with a prompt (a multimodal model's rollout)."""
     packed_attention: tuple[str, ...] | None = None
     """When the training engine packs each micro-batch into one ``[1, T]`` row: the attention implementations that
     keep its sequences apart (by ``position_ids``); with any other, a sequence attends to the ones packed before it.

@@ -60,6 +60,7 @@ from ..protocol import (
     read_lora,
     read_lr_schedule,
     read_training_config,
+    schedule_settings,
 )
 from ..reasons import one_line
 from .errors import RequestError
@@ -83,12 +84,10 @@ def training_settings(cfg: JobConfig) -> TrainingSettings:
     kw.update(read_training_config(cfg.training_config))
     kw.pop("dtype", None)
     schedule = read_lr_schedule(cfg.extensions.lr_schedule)
-    if schedule:
+    if schedule is not None:
         # verl's schedule (ticked once per training step by its client) supersedes the ds_config scheduler, which a
         # DeepSpeed server would tick per optimizer step
-        for k in ("lr_scheduler_type", "warmup_steps", "total_steps", "min_lr_ratio"):
-            kw.pop(k, None)
-        kw.update(schedule)
+        kw.update(schedule_settings(schedule))
     kw["lora"] = read_lora(cfg.extensions.lora)
     kw["gradient_checkpointing"] = bool(cfg.ds_worker_config.enable_gradient_checkpointing)
     return TrainingSettings(**kw)

@@ -142,7 +142,7 @@ def _tiny_batch(cfg, vocab: int, temperature: float, update: bool):
         ),
         "advantages": nested([[1.0 if i % 2 == 0 else -1.0] * len(r) for i, r in enumerate(responses)], torch.float32),
     }
-    if cfg.actor_rollout_ref.actor.get("use_kl_loss", False):
+    if cfg.actor_rollout_ref.actor.use_kl_loss:
         fields["ref_log_prob"] = fields["old_log_probs"]
     td = TensorDict(fields, batch_size=[n])
     extra = {"temperature": temperature, "calculate_entropy": not update}
@@ -171,7 +171,7 @@ def _probe(overrides: list[str], lines: _Lines, refusals: list[str], out: Callab
     from arctic_platform.client import ArcticRLClient
 
     from .adapter import build_client_config, settings_notes, settings_refusals, validate_arctic_config
-    from .options import compose_config, verl_defaults
+    from .options import compose_config
     from .settings import placement_note
 
     cfg = lines.call(
@@ -200,7 +200,7 @@ def _probe(overrides: list[str], lines: _Lines, refusals: list[str], out: Callab
         out(f"capability check: {len(refusals)} refusal(s) by {client.backend_profile.name}")
         for note in settings_notes(cfg, opts, client.backend_profile):
             out(f"NOTE {note}")
-        placement = placement_note(cfg, verl_defaults())
+        placement = placement_note(cfg)
         if placement:
             out(f"NOTE {placement}")
         bodies = {jt: client.job_body(jt) for jt in ("sampling", "log_prob", "training") if client.config.job_gpus(jt)}

@@ -47,10 +47,9 @@ class RemoteBackend(abc.ABC):
         """
 
     @classmethod
-    def preflight(cls, main_config: DictConfig) -> None:
-        """Checks that need neither Ray nor a running backend, run by ``main_ppo`` before Ray starts (after the
-        remote-backend trainer's own). Raise ``ValueError`` naming the setting and the way out; the default checks
-        nothing."""
+    def check_config(cls, main_config: DictConfig) -> None:
+        """Optional start-up check, run by ``main_ppo`` before Ray starts and by a dry run: raise ``ValueError``
+        naming every setting the backend cannot honour (one line each). The default accepts everything."""
         return None
 
     @abc.abstractmethod

@@ -37,7 +37,7 @@ def test_rollout_tp_is_refused_where_the_sampler_cannot_honour_it(refusals):
     verl_default_tp = f"{TP_KEY}=2"  # verl's own default (rollout.yaml), which most of its scripts keep
     [torch] = refusals([verl_default_tp], TORCH)
     assert torch.startswith(f"{TP_KEY}=2: {EMBEDDED}'s torch sampling loop runs on one device")
-    assert f"set {TP_KEY}=1, or install vLLM" in torch
+    assert f"set {TP_KEY}=1, or install vLLM" in torch and torch.fix == (f"{TP_KEY}=1",)
     [vllm] = refusals([verl_default_tp], VLLM_CPU)  # sampling_gpus=1 cannot hold a replica of 2
     assert vllm.startswith(f"{TP_KEY}=2 with {SAMPLING}=1: {EMBEDDED} runs sampling_gpus / tensor_model_parallel_size")
     assert vllm.endswith(f"set {SAMPLING}=2 or {TP_KEY} to one of [1]")
@@ -63,7 +63,8 @@ def test_replicas_parallel_sizes_forwarders_and_job_sizes(refusals):
         "training_gpus=4 remote_backend.arctic.sampling_gpus=3 remote_backend.arctic.log_prob_gpus=1)"
     )
     [forwarders] = refusals(["trainer.n_gpus_per_node=8"], REMOTE)  # verl's default, with any backend
-    assert forwarders.startswith("trainer.n_gpus_per_node=8 x trainer.nnodes=1: with the Arctic RL server")
+    assert forwarders.startswith("trainer.n_gpus_per_node=8, trainer.nnodes=1: the Arctic RL server at http://x runs")
+    assert forwarders.fix == ("trainer.n_gpus_per_node=1", "trainer.nnodes=1")
 
 
 def test_main_ppo_refuses_the_rollout_tp_before_ray_starts(arctic_overrides, tiny_model, tmp_path):

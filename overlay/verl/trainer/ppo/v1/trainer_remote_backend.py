@@ -129,6 +129,59 @@ def _workers_per_replica(rollout: DictConfig, world_size: int) -> int:
     return replica_cls.workers_per_replica(rollout, world_size)
 
 
+def check_remote_backend_config(config: DictConfig, backend_check: Optional[Any] = None) -> None:
+    """``main_ppo``'s check of a remote-backend run before Ray starts (``compose_check`` runs this same function, so
+    the two agree): the trainer mode, :func:`validate_remote_backend_config`, and the backend's own start-up check
+    (:meth:`RemoteBackend.check_config`). Every problem at once, one line
+    each (``<setting>: <who> <why>; <way out>``). Nothing to check without ``trainer.remote_backend``.
+
+    Args:
+        config: the whole trainer config.
+        backend_check: the backend's check to run instead of its ``check_config`` (a dry run against another
+            profile).
+
+    Raises:
+        ValueError: the lines.
+    """
+    name = config.trainer.get("remote_backend", None)
+    if not name:
+        return
+    problems: list[str] = []
+    mode = config.trainer.v1.get("trainer_mode", None)
+    if not config.trainer.use_v1:
+        problems.append(
+            f"trainer.use_v1={config.trainer.use_v1}: remote_backend={name} runs on verl's V1 trainer only (the legacy "
+            "trainer would train on verl's own GPU workers and never touch the backend); set trainer.use_v1=true"
+        )
+    if mode != "remote_backend":
+        why = (
+            f"the stock {mode} trainer would train on verl's own GPU workers and never touch the backend"
+            if mode != "sync"
+            else "trainer.remote_backend alone does not select the remote-backend trainer"
+        )
+        problems.append(
+            f"trainer.v1.trainer_mode={mode}: remote_backend={name} runs with trainer.v1.trainer_mode=remote_backend "
+            f"only ({why}); drop the override (the remote_backend=<name> choice selects the mode; "
+            "remote_backend.async_rollout.enable=true overlaps sampling with training)"
+        )
+    try:
+        validate_remote_backend_config(config)
+    except ValueError as e:
+        problems.append(str(e))
+    import_external_libs((config.get("remote_backend", None) or {}).get("custom_backend_module", None))
+    try:
+        check = backend_check or RemoteBackendRegistry.get(name).check_config
+    except Exception as e:  # not registered: the registry's message names the plugin mechanism
+        problems.append(f"trainer.remote_backend={name}: {e}")
+    else:
+        try:
+            check(config)
+        except ValueError as e:
+            problems.append(str(e))
+    if problems:
+        raise ValueError("\n".join(problems))
+
+
 @register_trainer("remote_backend")
 class PPOTrainerRemoteBackend(PPOTrainerSync):
     """Sync V1 trainer whose actor, reference, rollout and weight sync live in a remote backend."""
