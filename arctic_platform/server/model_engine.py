@@ -184,6 +184,10 @@ class ModelEngine:
     def close(self) -> None:
         self.model = None
 
+    def weight_norm(self) -> tuple[float, int]:
+        """:func:`weight_norm` of this engine's model."""
+        return weight_norm(self.model)
+
     def _to(self, t: torch.Tensor) -> torch.Tensor:
         return t.to(self.device, non_blocking=False)
 
@@ -327,13 +331,12 @@ def _optimizer_to(opt, device) -> None:
 
 def copy_weights(src, dst) -> None:
     """Copy ``src``'s parameters into ``dst`` in place (same names and shapes; 409 otherwise)."""
+    from .engines.shared import check_weight_layout
+
     dst_params = dict(dst.named_parameters())
     src_items = param_items(src)
-    if set(n for n, _ in src_items) != set(dst_params):
-        raise RequestError("source and target models have different parameter names; cannot sync weights", 409)
+    check_weight_layout({n: p.shape for n, p in src_items}, {n: q.shape for n, q in dst_params.items()})
     with torch.no_grad():
         for name, p in src_items:
             q = dst_params[name]
-            if q.shape != p.shape:
-                raise RequestError(f"weight {name}: shape {list(p.shape)} != target {list(q.shape)}", 409)
             q.copy_(p.detach().to(q.device, q.dtype))

@@ -44,6 +44,7 @@ import torch
 
 from . import loss as L
 from .batch import check_processing, meta_number, parse_dense_batch
+from .engines.base import EngineSpec, TrainingInterface, WeightSource
 from .errors import RequestError
 from .model_engine import (
     EngineSettings,
@@ -87,8 +88,8 @@ class MergedWeights:
                 yield name.replace(".base_layer", ""), value
 
 
-class TrainingEngine(ModelEngine):
-    """Policy engine (job ``training``)."""
+class TrainingEngine(ModelEngine, TrainingInterface):
+    """Policy engine (job ``training``, kind ``torch``: one process, one device)."""
 
     kind = "training"
 
@@ -123,6 +124,19 @@ class TrainingEngine(ModelEngine):
         self.saved: list[tuple[int, Path]] = []  # (step, target) of this job's saves, oldest first: pruning
         self.model.zero_grad(set_to_none=True)
 
+    @classmethod
+    def from_spec(cls, spec: EngineSpec) -> TrainingEngine:
+        return cls(spec.settings, spec.training)
+
+    def describe(self) -> dict:
+        return {
+            "global_steps": self.global_steps,
+            "policy_version": self.policy_version,
+            "param_dtype": str(self.param_dtype).removeprefix("torch."),  # float32 master weights; dtype: autocast
+            "lora": self.training.lora,
+            "lr_scheduler_steps": None if self.scheduler is None else int(self.scheduler.last_epoch),
+        }
+
     def _wrap_lora(self, lora: dict) -> None:
         """peft LoRA over the loaded model, with verl's settings (``_build_lora_module``)."""
         from peft import LoraConfig, TaskType, get_peft_model
@@ -143,9 +157,12 @@ class TrainingEngine(ModelEngine):
     def is_lora(self) -> bool:
         return bool(self.training.lora)
 
-    def weights_for_sync(self):
+    def weights_for_sync(self) -> WeightSource:
         """What ``/weight-sync`` and ``/weight-norm`` read: the model, or its merged view under LoRA."""
         return MergedWeights(self.model) if self.is_lora else self.model
+
+    def weight_norm(self) -> tuple[float, int]:
+        return TrainingInterface.weight_norm(self)
 
     # ---- loss ----
     def forward_backward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
