@@ -29,7 +29,9 @@ _PACKAGE = __name__.rsplit(".", 2)[0]  # arctic_platform.server
 
 _ENGINES: dict[tuple[str, str], str] = {
     ("training", "torch"): ".training_engine:TrainingEngine",
+    ("training", "fsdp"): ".fsdp_engine:ShardedTrainingEngine",
     ("log_prob", "torch"): ".logprob_engine:ForwardEngine",
+    ("log_prob", "fsdp"): ".fsdp_engine:ShardedForwardEngine",
     ("sampling", "torch"): ".sampling_engine:SamplingEngine",
     ("sampling", "torch-process"): ".sampling_process:ProcessSamplingEngine",
     ("sampling", "vllm"): ".vllm_engine:VllmSamplingEngine",
