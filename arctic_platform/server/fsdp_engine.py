@@ -55,6 +55,7 @@ from .batch import DenseBatch, select_rows
 from .engines.base import EngineSpec, ForwardInterface, TrainingInterface, WeightSource
 from .engines.shared import check_weight_layout, source_tensors, sync_folder, weights_file
 from .errors import EngineFailed, RequestError
+from .fsdp_worker import rank_main, rank_settings, receive, send
 from .loss import LossConfigError, MetricAccumulator, MicroBatching, micro_batch_rows
 from .model_engine import EngineSettings, forward_reply, plan_forward, resolve_dtype
 from .schedule import TrainingSettings
@@ -110,8 +111,6 @@ class RankGroup:
         start_timeout_s: float = _START_TIMEOUT_S,
     ):
         from dataclasses import asdict
-
-        from .fsdp_worker import rank_main, rank_settings
 
         self.world = len(devices)
         self.devices = list(devices)
@@ -170,7 +169,7 @@ class RankGroup:
             ranks = [r for r, m in enumerate(msgs) if m is not None]
             for r in ranks:
                 try:
-                    self._conns[r].send(msgs[r])
+                    send(self._conns[r], msgs[r])
                 except (OSError, EOFError, BrokenPipeError) as e:
                     self._fail(f"rank {r} is gone ({e})")
             return self._receive(ranks, timeout)
@@ -184,8 +183,9 @@ class RankGroup:
             for conn in mpc.wait(list(pending), timeout=0.5):
                 r = pending.pop(conn)
                 try:
-                    reply = conn.recv()
+                    reply = receive(conn)
                 except (EOFError, OSError):
+                    self._procs[r].join(_CLOSE_GRACE_S)  # a pipe closes as its process dies: read the exit code
                     self._fail(self._death(r) or f"rank {r} closed its pipe")
                 replies[r] = reply
                 if not reply.get("ok") and reply.get("kind") != "request":
@@ -237,7 +237,7 @@ class RankGroup:
                 for c, p in zip(self._conns, self._procs, strict=False):
                     if p.is_alive():
                         with contextlib.suppress(OSError, EOFError, ValueError):
-                            c.send({"op": "close"})
+                            send(c, {"op": "close"})
             self._closed = True
         finally:
             if got:

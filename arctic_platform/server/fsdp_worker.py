@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pickle
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -58,7 +59,7 @@ from .training_engine import TrainingEngine
 
 logger = logging.getLogger("arctic_platform.server")
 
-__all__ = ["RankForward", "RankTrainer", "lora_merged_state", "rank_main"]
+__all__ = ["RankForward", "RankTrainer", "lora_merged_state", "rank_main", "receive", "send"]
 
 _LOWER_PRECISION = (torch.bfloat16, torch.float16)
 
@@ -338,6 +339,17 @@ def lora_merged_state(peft_model, full: dict[str, torch.Tensor]) -> dict[str, to
 # ------------------------------------------------------------------------------------------------
 
 
+def send(conn, obj) -> None:
+    """Send ``obj`` over a pipe by value (plain pickle): tensors travel as bytes, not as shared-memory handles a
+    dead peer would leave dangling."""
+    conn.send_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def receive(conn):
+    """The next object :func:`send` sent on ``conn``."""
+    return pickle.loads(conn.recv_bytes())
+
+
 def _init_group(rank: int, world: int, device: str, init_file: str, timeout_s: float):
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
@@ -371,13 +383,13 @@ def rank_main(conn, rank: int, world: int, job_type: str, spec: dict, init_file:
         else:
             eng = RankForward(settings, rank=rank, world=world, mesh=mesh)
     except RequestError as e:
-        conn.send({"ok": False, "kind": "request", "error": e.reason, "status": e.status})
+        send(conn, {"ok": False, "kind": "request", "error": e.reason, "status": e.status})
         return
     except Exception as e:  # the build failure is the job's reason
         logger.exception("rank %d: build failed", rank)
-        conn.send({"ok": False, "kind": "internal", "error": one_line(e)})
+        send(conn, {"ok": False, "kind": "internal", "error": one_line(e)})
         return
-    conn.send({"ok": True, "value": _hello(eng)})
+    send(conn, {"ok": True, "value": _hello(eng)})
     try:
         _serve(conn, eng)
     finally:
@@ -403,7 +415,7 @@ def _serve(conn, eng) -> None:
 
     while True:
         try:
-            msg = conn.recv()
+            msg = receive(conn)
         except (EOFError, OSError):
             return
         op = msg.get("op")
@@ -459,7 +471,7 @@ def _serve(conn, eng) -> None:
             logger.exception("rank %d: %s failed", eng.rank, op)
             reply = {"ok": False, "kind": "internal", "error": f"rank {eng.rank}: {op}: {one_line(e)}"}
         try:
-            conn.send(reply)
+            send(conn, reply)
         except (EOFError, OSError):
             return
 
