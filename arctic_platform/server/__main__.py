@@ -73,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--job-devices",
         default=None,
-        help="per-job devices, e.g. training=cuda:0,sampling=cuda:2 (overrides the placement of --device)",
+        help="per-job devices, e.g. training=cuda:0-3,sampling=cuda:4-6 (overrides the placement of --device)",
     )
     parser.add_argument("--dtype", default=None, help="float32 (CPU default) / bfloat16 (CUDA default) / float16")
     for flag, kind, default, text in (

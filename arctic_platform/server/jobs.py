@@ -171,6 +171,9 @@ class Job:
     checkpoint_root: Path | None = None
     destroy_requested: bool = False
     device: str = "cpu"
+    """The job's first device (where a one-device engine runs)."""
+    devices: tuple[str, ...] = ("cpu",)
+    """All of the job's devices (:func:`.placement.place_jobs`)."""
     dtype: str = "float32"
     batcher: Any = None
     compute_s: float = 0.0
@@ -194,6 +197,7 @@ class Job:
             "engine": self.sampling_engine or "torch",
             "compute_s": self.compute_s,
             "device": self.device,
+            "devices": list(self.devices),
             "dtype": self.dtype,
             "checkpoint_path": str(self.checkpoint_root) if self.checkpoint_root else None,
             # The reference's file-sync target. This server syncs by an in-process copy and never writes it.
@@ -274,7 +278,8 @@ class JobRegistry:
         mpath = Path(model).expanduser()
         if not (mpath / "config.json").is_file():
             raise RequestError(f"model_name {model!r} is not a local Hugging Face model folder (no config.json)", 400)
-        device = job_device(lim, cfg)
+        devices = job_devices(lim, cfg)
+        device = devices[0]
         ds_dtype = read_ds_config(cfg.ds_config).get("dtype")
         ext_dtype = cfg.extensions.dtype
         if ext_dtype and ds_dtype and ext_dtype != ds_dtype:
@@ -283,6 +288,7 @@ class JobRegistry:
         resolve_dtype(dtype)
         _check_attn_implementation(cfg)
         sampling_engine = _check_sampling(cfg, lim, job_settings(cfg, lim, str(mpath), device, dtype))
+        _check_devices(cfg.job_type, devices, sampling_engine)
         if cfg.job_type == "training":
             if not cfg.checkpoint_path:
                 raise RequestError("a training job needs checkpoint_path (where /save writes by default)", 400)
@@ -313,6 +319,7 @@ class JobRegistry:
                     f"a {cfg.job_type} job is already {live[0].status} (job {live[0].job_id}); destroy it first", 409
                 )
             job = Job(self._next_id, cfg.job_type, str(mpath), cfg, device=device, dtype=dtype, meter=self.meter)
+            job.devices = devices
             job.sampling_engine = sampling_engine
             self._next_id += 1
             if cfg.job_type == "training":
@@ -469,31 +476,49 @@ def _max_seq_len(cfg: JobConfig, lim: ServerLimits) -> int:
     return int(msl or lim.max_seq_len)
 
 
-def job_device(lim: ServerLimits, cfg: JobConfig) -> str:
-    """The device of a new job: the server's placement (one device per job, :mod:`.placement`) unless the job
-    names ``cpu`` or ``cuda:N`` itself; a job asking for more than one GPU is refused (400).
+def job_devices(lim: ServerLimits, cfg: JobConfig) -> tuple[str, ...]:
+    """The devices of a new job: its range in the server's placement (:func:`.placement.place_jobs`), or the one
+    device the job names itself (``extensions.device``: ``cpu`` or ``cuda:N``). ``num_devices`` above the job's
+    range is refused (400), as is a range the job's engine cannot use (:func:`_check_devices`).
     """
     import torch
 
-    from .placement import ONE_DEVICE, PlacementError, check_device, place_jobs
+    from .placement import PlacementError, check_device, describe_devices, place_jobs
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     requested = lim.job_gpus()
     try:
         asked = cfg.extensions.device or "auto"
         if asked in ("auto", "cuda"):
-            device = place_jobs(requested, device=lim.device, device_count=count, overrides=lim.job_devices)[
+            devices = place_jobs(requested, device=lim.device, device_count=count, overrides=lim.job_devices)[
                 cfg.job_type
             ]
-            if asked == "cuda" and not device.startswith("cuda"):
-                device = check_device("cuda", count, f"{cfg.job_type} job")
+            if asked == "cuda" and not devices[0].startswith("cuda"):
+                devices = (check_device("cuda", count, f"{cfg.job_type} job"),)
         else:
-            device = check_device(asked, count, f"{cfg.job_type} job")
+            devices = (check_device(asked, count, f"{cfg.job_type} job"),)
     except PlacementError as e:
         raise RequestError(str(e), 400) from None
-    if (cfg.num_devices or 1) > 1 and device.startswith("cuda"):
-        raise RequestError(f"the {cfg.job_type} job asks for num_devices={cfg.num_devices}: {ONE_DEVICE}", 400)
-    return device
+    if (cfg.num_devices or 1) > len(devices):
+        raise RequestError(
+            f"the {cfg.job_type} job asks for num_devices={cfg.num_devices}, but this server placed it on "
+            f"{describe_devices(devices)} ({gpus_flag(cfg.job_type)} {requested[cfg.job_type]})",
+            400,
+        )
+    return devices
+
+
+def _check_devices(job_type: str, devices: tuple[str, ...], sampling_engine: str | None) -> None:
+    """Refuse a range of several GPUs for an engine that runs on one (400 naming the flag and the way out)."""
+    if len(devices) <= 1 or not devices[0].startswith("cuda") or sampling_engine == "vllm":
+        return
+    engine = {"sampling": "the torch sampling loop"}.get(job_type, f"the {job_type} job's torch engine")
+    raise RequestError(
+        f"the {job_type} job asks for {len(devices)} GPUs ({gpus_flag(job_type)} {len(devices)}): {engine} runs "
+        f"on one device; start the server with {gpus_flag(job_type)} 1"
+        + (" or use the vLLM sampling engine (--sampling-engine vllm)" if job_type == "sampling" else ""),
+        400,
+    )
 
 
 def torch_cuda_available() -> bool:

@@ -121,9 +121,10 @@ def main(argv=None) -> int:
     inject = os.environ.get("ARCTIC_GPU_CHECK_FAIL", "") == "engines"
     count = 0 if args.dry else torch.cuda.device_count()
     jobs = {"training": 1, "sampling": 1, "log_prob": 1}
-    devices = place_jobs(jobs, device="cpu" if args.dry else "cuda", device_count=count)
+    placement = place_jobs(jobs, device="cpu" if args.dry else "cuda", device_count=count)
+    devices = {j: d[0] for j, d in placement.items()}
     other = f"cuda:{min(3, count - 1)}" if count else "cpu"
-    print(f"engines_check: placement {describe(devices)}, synced copy on {other} ({count} GPU(s))")
+    print(f"engines_check: placement {describe(placement)}, synced copy on {other} ({count} GPU(s))")
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = str(make_tiny_model(Path(tmp) / "model", seed=0))
         ref = run_engines(model_dir, {j: "cpu" for j in jobs}, "float32", "cpu", False)
@@ -167,7 +168,7 @@ def main(argv=None) -> int:
         w.writeheader()
         w.writerows(rows)
     failed = [r["check"] for r in rows if not r["ok"]]
-    print(f"engines_check: {len(rows) - len(failed)}/{len(rows)} ok on {describe(devices)}" +
+    print(f"engines_check: {len(rows) - len(failed)}/{len(rows)} ok on {describe(placement)}" +
           (f"; FAILED {failed}" if failed else ""))  # fmt: skip
     return 1 if failed else 0
 
