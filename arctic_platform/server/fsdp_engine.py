@@ -109,6 +109,7 @@ class RankGroup:
         threads: int | None = None,
         timeout_s: float = 1800.0,
         start_timeout_s: float = _START_TIMEOUT_S,
+        full_determinism: bool = False,
     ):
         from dataclasses import asdict
 
@@ -129,6 +130,7 @@ class RankGroup:
                     "settings": rank_settings(settings, dev),
                     "training": asdict(training) if training is not None else None,
                     "timeout_s": timeout_s,
+                    "full_determinism": full_determinism,
                 }
                 parent, child = ctx.Pipe(duplex=True)
                 proc = ctx.Process(
@@ -341,13 +343,22 @@ class ShardedTrainingEngine(_ShardedMemory, TrainingInterface):
         *,
         threads: int | None = None,
         timeout_s: float = 1800.0,
+        full_determinism: bool = False,
     ):
         if settings.dtype == "float16":
             raise RequestError("float16 training needs loss scaling, which this server does not do; use bfloat16", 422)
         self.settings = settings
         self.training = training
         self.policy_version = 0
-        self._group = RankGroup("training", settings, devices, training=training, threads=threads, timeout_s=timeout_s)
+        self._group = RankGroup(
+            "training",
+            settings,
+            devices,
+            training=training,
+            threads=threads,
+            timeout_s=timeout_s,
+            full_determinism=full_determinism,
+        )
         hello = self._group.hello
         self.vocab_size = int(hello["vocab_size"])
         self.param_shapes: dict[str, list[int]] = hello["param_shapes"]
@@ -357,7 +368,14 @@ class ShardedTrainingEngine(_ShardedMemory, TrainingInterface):
 
     @classmethod
     def from_spec(cls, spec: EngineSpec) -> ShardedTrainingEngine:
-        return cls(spec.settings, spec.training, spec.devices or [spec.settings.device], threads=spec.threads)
+        return cls(
+            spec.settings,
+            spec.training,
+            spec.devices or [spec.settings.device],
+            threads=spec.threads,
+            timeout_s=spec.engine_timeout_s,
+            full_determinism=spec.full_determinism,
+        )
 
     @property
     def global_steps(self) -> int:
@@ -457,17 +475,33 @@ class ShardedForwardEngine(_ShardedMemory, ForwardInterface):
 
     engine_name = "fsdp"
 
-    def __init__(self, settings: EngineSettings, devices: list[str], *, threads: int | None = None):
+    def __init__(
+        self,
+        settings: EngineSettings,
+        devices: list[str],
+        *,
+        threads: int | None = None,
+        timeout_s: float = 1800.0,
+        full_determinism: bool = False,
+    ):
         self.settings = settings
         self._tokenizer = None
-        self._group = RankGroup("log_prob", settings, devices, threads=threads)
+        self._group = RankGroup(
+            "log_prob", settings, devices, threads=threads, timeout_s=timeout_s, full_determinism=full_determinism
+        )
         hello = self._group.hello
         self.vocab_size = int(hello["vocab_size"])
         self.param_shapes: dict[str, list[int]] = hello["param_shapes"]
 
     @classmethod
     def from_spec(cls, spec: EngineSpec) -> ShardedForwardEngine:
-        return cls(spec.settings, spec.devices or [spec.settings.device], threads=spec.threads)
+        return cls(
+            spec.settings,
+            spec.devices or [spec.settings.device],
+            threads=spec.threads,
+            timeout_s=spec.engine_timeout_s,
+            full_determinism=spec.full_determinism,
+        )
 
     def describe(self) -> dict[str, Any]:
         return {"world_size": self._group.world}

@@ -335,8 +335,16 @@ class JobRegistry:
             settings = job_settings(cfg, lim, job.model_name, job.device, job.dtype)
             if cfg.full_determinism and job.job_type in ("training", "log_prob"):
                 enable_full_determinism(int(cfg.seed))
-            spec = EngineSpec(settings=settings, threads=lim.threads, vllm_config=cfg.vllm_config)
-            kind = "torch"
+            spec = EngineSpec(
+                settings=settings,
+                threads=lim.threads,
+                vllm_config=cfg.vllm_config,
+                devices=list(job.devices),
+                full_determinism=bool(cfg.full_determinism),
+                engine_timeout_s=lim.engine_timeout_s,
+            )
+            # training / log_prob on several devices: one process per device, the model sharded (FSDP2)
+            kind = "fsdp" if job.job_type in SHARDED_JOB_TYPES and len(job.devices) > 1 else "torch"
             if job.job_type == "training":
                 spec.training = training_settings(cfg)
                 job.checkpoint_root.mkdir(parents=True, exist_ok=True)
@@ -508,9 +516,15 @@ def job_devices(lim: ServerLimits, cfg: JobConfig) -> tuple[str, ...]:
     return devices
 
 
+SHARDED_JOB_TYPES = ("training", "log_prob")
+"""Job types whose engine runs on several devices (kind ``fsdp``: :mod:`.fsdp_engine`)."""
+
+
 def _check_devices(job_type: str, devices: tuple[str, ...], sampling_engine: str | None) -> None:
     """Refuse a range of several GPUs for an engine that runs on one (400 naming the flag and the way out)."""
     if len(devices) <= 1 or not devices[0].startswith("cuda") or sampling_engine == "vllm":
+        return
+    if job_type in SHARDED_JOB_TYPES:
         return
     engine = {"sampling": "the torch sampling loop"}.get(job_type, f"the {job_type} job's torch engine")
     raise RequestError(

@@ -80,6 +80,10 @@ class EngineSpec:
     """The server's ``--threads`` (an engine process's torch / OpenMP threads)."""
     devices: list[str] = field(default_factory=list)
     """The job's devices, one per rank (empty: ``[settings.device]``)."""
+    full_determinism: bool = False
+    """``JobConfig.full_determinism``: an engine's own processes seed and pick deterministic kernels too."""
+    engine_timeout_s: float = 1800.0
+    """The server's ``--engine-timeout``: how long a sharded engine's ranks wait in a collective."""
 
     @property
     def world_size(self) -> int:

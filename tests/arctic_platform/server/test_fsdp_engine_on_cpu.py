@@ -21,14 +21,18 @@ denominator) moves these values by 1e-2 or more.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
 import pytest
 import torch
 
-from arctic_platform.server.errors import EngineFailed
+from arctic_platform.protocol import JobConfig, JobStatus
+from arctic_platform.server.engine_calls import call_locked
+from arctic_platform.server.errors import EngineFailed, RequestError
 from arctic_platform.server.fsdp_engine import ShardedForwardEngine, ShardedTrainingEngine, split_rows
+from arctic_platform.server.jobs import Job
 from arctic_platform.server.logprob_engine import ForwardEngine
 from arctic_platform.server.model_engine import EngineSettings
 from arctic_platform.server.schedule import TrainingSettings
@@ -165,14 +169,18 @@ def test_two_ranks_train_lora_as_one_and_a_dead_rank_fails_the_engine(tiny_model
         resumed.load(tmp_path / "checkpoint-3")
         _assert_weights(one, resumed, weight_tol)
 
-        # a rank killed from outside: the next call fails at once with the reason, never hangs
+        # a rank killed from outside: the next call fails at once with the reason (never hangs), which fails the job
+        job = Job(1, "training", str(tiny_model_dir), JobConfig(job_type="training"), engine=two)
+        job.set(JobStatus.RUNNING)
         victim = two.pids[1]
         os.kill(victim, signal.SIGKILL)
         t0 = time.monotonic()
-        with pytest.raises(EngineFailed, match=rf"rank 1 \(pid {victim}, cpu\) died with exit code -9"):
-            two.forward_backward(_batch(14), VANILLA)
-        assert time.monotonic() - t0 < 30
-        with pytest.raises(EngineFailed, match="rank 1"):  # and stays failed
+        why = rf"rank 1 \(pid {victim}, cpu\) died with exit code -9"
+        with pytest.raises(RequestError, match=f"job 1 failed: {why}") as e:
+            call_locked(job, lambda: two.forward_backward(_batch(14), VANILLA), 30)
+        assert e.value.status == 500 and time.monotonic() - t0 < 30
+        assert job.status == JobStatus.FAILED and re.match(f"engine failed: {why}", job.reason)
+        with pytest.raises(EngineFailed, match="rank 1"):  # the engine stays failed
             two.step()
         assert not any(_alive(p) for p in two.pids)
     finally:
