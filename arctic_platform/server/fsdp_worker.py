@@ -79,6 +79,9 @@ class _Shard:
     def is_writer(self) -> bool:
         return self.rank == 0
 
+    def _no_grad(self):
+        return torch.no_grad()
+
     def _load_sharded_source(self, settings: EngineSettings, train: bool):
         """The unsharded model on CPU (rank 0, or every rank with tied embeddings) or on the meta device."""
         import transformers

@@ -389,6 +389,17 @@ class JobRegistry:
         logger.info("job %d (%s) running: %s on %s/%s", job.job_id, job.job_type, job.model_name, job.device, job.dtype)
         if job.sampling_engine:
             events.info("job %d: sampling engine: %s", job.job_id, job.sampling_engine)
+        elif len(job.devices) > 1:
+            from .placement import describe_devices
+
+            events.info(
+                "job %d (%s): sharded over %d ranks on %s (engine %s)",
+                job.job_id,
+                job.job_type,
+                len(job.devices),
+                describe_devices(job.devices),
+                type(engine).__name__,
+            )
 
     # ---- destroy ----
     def destroy(self, job: Job, reason: str, lock_timeout: float | None = None) -> None:

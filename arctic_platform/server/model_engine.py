@@ -216,6 +216,11 @@ class ModelEngine:
         """The engine's model (a sharded engine builds its shard here)."""
         return load_model(settings, train=train)
 
+    def _no_grad(self):
+        """The context of forward-only passes: ``inference_mode`` (a sharded engine: ``no_grad``, because FSDP reuses
+        its all-gather buffers in training, and a buffer made in inference mode cannot be written outside it)."""
+        return torch.inference_mode()
+
     def autocast(self):
         """Mixed precision around forward passes: only when parameters are stored wider than the compute dtype."""
         if self.param_dtype == self.compute_dtype:
@@ -249,7 +254,7 @@ class ModelEngine:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode(), self.autocast():
+            with self._no_grad(), self.autocast():
                 for rows in parts:
                     idx = torch.tensor(rows or [0], dtype=torch.long)
                     ids, mask = self._to(db.input_ids[idx]), self._to(db.attention_mask[idx])
@@ -324,7 +329,7 @@ class ModelEngine:
             rows.append(ids)
             plens.append(len(pid))
         out = []
-        with torch.inference_mode():
+        with self._no_grad():
             for ids, pl in zip(rows, plens, strict=True):
                 t = self._to(torch.tensor([ids], dtype=torch.long))
                 logits = model_logits(
