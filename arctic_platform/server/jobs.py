@@ -182,6 +182,11 @@ class Job:
     sampling_engine: str | None = None
     """Sampling jobs: ``vllm`` or ``torch`` (resolved at ``/initialize``)."""
 
+    @property
+    def sharded(self) -> bool:
+        """A training / log_prob job on several devices (engine kind ``fsdp``)."""
+        return self.job_type in SHARDED_JOB_TYPES and len(self.devices) > 1
+
     def set(self, status: str, reason: str = "") -> None:
         self.status, self.reason, self.updated_at = status, reason, time.time()
 
@@ -194,7 +199,7 @@ class Job:
             "reason": self.reason,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
-            "engine": self.sampling_engine or "torch",
+            "engine": self.sampling_engine or ("fsdp" if self.sharded else "torch"),
             "compute_s": self.compute_s,
             "device": self.device,
             "devices": list(self.devices),
@@ -344,7 +349,7 @@ class JobRegistry:
                 engine_timeout_s=lim.engine_timeout_s,
             )
             # training / log_prob on several devices: one process per device, the model sharded (FSDP2)
-            kind = "fsdp" if job.job_type in SHARDED_JOB_TYPES and len(job.devices) > 1 else "torch"
+            kind = "fsdp" if job.sharded else "torch"
             if job.job_type == "training":
                 spec.training = training_settings(cfg)
                 job.checkpoint_root.mkdir(parents=True, exist_ok=True)
