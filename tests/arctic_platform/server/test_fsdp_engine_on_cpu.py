@@ -5,8 +5,9 @@
 Two ranks must give what one process gives: the same loss per mini-batch, grad norm, learning rate and weights
 after three GRPO steps with micro-batches (fixed rows with an uneven row split, and a token budget), for the vanilla
 loss and GSPO, in float64 and in float32 (FSDP2 reduces float64 with SUM-then-divide and float32 with gloo's AVG:
-both paths), with LoRA (merged weights); a checkpoint written at two ranks resumes at one and back; the log_prob
-engine at two ranks scores as at one. A rank that dies fails the engine with a reason at once.
+both paths), with LoRA (merged weights) and gradient checkpointing; a checkpoint written at two ranks resumes at
+one and back; the log_prob engine at two ranks scores as at one. A rank that dies fails the job with a reason at
+once.
 
 Tolerances (per tensor: ``max|a - b| / max|b|``): the two runs do the same arithmetic in another order (each rank
 sums its own micro-batches, gradients are reduced across ranks, and the thread count of each process changes how
@@ -82,8 +83,8 @@ def _settings(model_dir, dtype: str) -> EngineSettings:
     return EngineSettings(model_path=str(model_dir), device="cpu", dtype=dtype, max_seq_len=64)
 
 
-def _training(lora=None) -> TrainingSettings:
-    return TrainingSettings(lr=1e-2, grad_clip=1.0, eps=1e-4, lora=lora)
+def _training(lora=None, gradient_checkpointing=False) -> TrainingSettings:
+    return TrainingSettings(lr=1e-2, grad_clip=1.0, eps=1e-4, lora=lora, gradient_checkpointing=gradient_checkpointing)
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -156,9 +157,10 @@ def test_two_ranks_train_lora_as_one_and_a_dead_rank_fails_the_engine(tiny_model
     lora = {"rank": 4, "alpha": 8, "target_modules": "all-linear"}
     scalar_tol, weight_tol = TOL["float32"]
     s = _settings(tiny_model_dir, "float32")
-    two = ShardedTrainingEngine(s, _training(lora), TWO, threads=1)
+    # with gradient checkpointing, as verl's LoRA examples run (applied before sharding, as verl does)
+    two = ShardedTrainingEngine(s, _training(lora, gradient_checkpointing=True), TWO, threads=1)
     try:
-        one = TrainingEngine(s, _training(lora))
+        one = TrainingEngine(s, _training(lora, gradient_checkpointing=True))
         assert two.param_names == one.param_names and all("lora_" in n for n in two.param_names)
         _steps(one, two, VANILLA, [11, 12, 13], scalar_tol)
         worst = _assert_weights(one, two, weight_tol)  # merged: base + B @ A * scaling
