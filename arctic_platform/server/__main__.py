@@ -30,8 +30,6 @@ import os
 import signal
 import socket
 import sys
-import threading
-import time
 from pathlib import Path
 
 from ..protocol import JOB_TYPES, gpus_flag, job_gpu_counts
@@ -136,16 +134,9 @@ def _write_port_file(path: str, port: int) -> None:
 
 
 def _watch_parent() -> None:
-    parent = os.getppid()
+    from .engines.shared import watch_parent
 
-    def loop():
-        while True:
-            time.sleep(0.5)
-            if os.getppid() != parent:
-                os.kill(os.getpid(), signal.SIGTERM)
-                return
-
-    threading.Thread(target=loop, daemon=True, name="arctic-parent-watch").start()
+    watch_parent(lambda: os.kill(os.getpid(), signal.SIGTERM))
 
 
 def run(args) -> int:

