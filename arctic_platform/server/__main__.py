@@ -84,6 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("--engine-timeout", float, ServerLimits.engine_timeout_s, "bounded wait for a busy engine (s)"),
         ("--max-batch-rows", int, ServerLimits.max_batch_rows, "generate rows decoded together"),
         ("--batch-wait-ms", float, ServerSettings.batch_wait_ms, "generate batching window (ms)"),
+        (
+            "--weight-sync-bucket-mb",
+            float,
+            ServerLimits.weight_sync_bucket_mb,
+            "bucket of a weight sync to a vLLM sampler through /dev/shm (MiB)",
+        ),
     ):
         parser.add_argument(flag, type=kind, default=default, help=text)
     parser.add_argument(
@@ -199,6 +205,7 @@ def run(args) -> int:
         dtype=args.dtype,
         max_seq_len=args.max_seq_len,
         engine_timeout_s=args.engine_timeout,
+        weight_sync_bucket_mb=args.weight_sync_bucket_mb,
         max_batch_rows=args.max_batch_rows,
         job_devices=job_devices,
         sampling_process=args.sampling_process,

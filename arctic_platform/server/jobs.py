@@ -291,8 +291,7 @@ class JobRegistry:
         dtype = ext_dtype or ds_dtype or lim.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
         resolve_dtype(dtype)
         _check_attn_implementation(cfg)
-        sampling_engine = _check_sampling(cfg, lim, job_settings(cfg, lim, str(mpath), device, dtype))
-        _check_devices(cfg.job_type, devices, sampling_engine)
+        sampling_engine = _check_sampling(cfg, lim, job_settings(cfg, lim, str(mpath), device, dtype), devices)
         if cfg.job_type == "training":
             if not cfg.checkpoint_path:
                 raise RequestError("a training job needs checkpoint_path (where /save writes by default)", 400)
@@ -346,6 +345,7 @@ class JobRegistry:
                 devices=list(job.devices),
                 full_determinism=bool(cfg.full_determinism),
                 engine_timeout_s=lim.engine_timeout_s,
+                weight_sync_bucket_mb=lim.weight_sync_bucket_mb,
             )
             # training / log_prob on several devices: one process per device, the model sharded (FSDP2)
             kind = "fsdp" if job.sharded else "torch"
@@ -467,15 +467,19 @@ def job_settings(cfg: JobConfig, lim: ServerLimits, model: str, device: str, dty
     )
 
 
-def _check_sampling(cfg: JobConfig, lim: ServerLimits, settings: EngineSettings) -> str | None:
-    """A sampling job's engine (``vllm`` / ``torch``), its ``vllm_config`` checked by that engine (422 naming a
-    key it refuses); None for other job types."""
+def _check_sampling(
+    cfg: JobConfig, lim: ServerLimits, settings: EngineSettings, devices: tuple[str, ...]
+) -> str | None:
+    """A sampling job's engine (``vllm`` / ``torch``), its devices and ``vllm_config`` checked by that engine (422
+    naming a key it refuses); None for other job types (their devices are checked here too)."""
     if cfg.job_type != "sampling":
+        _check_devices(cfg, devices, None)
         return None
     from .vllm_engine import check_vllm_config, resolve_sampling_engine
 
     asked = cfg.extensions.sampling_engine or lim.sampling_engine
     engine = resolve_sampling_engine(str(asked), settings.device)
+    _check_devices(cfg, devices, engine)  # replicas and TP first: vLLM's own validation knows nothing of them
     if engine == "vllm":
         if cfg.extensions.sampling_process:
             raise RequestError(
@@ -535,17 +539,24 @@ SHARDED_JOB_TYPES = ("training", "log_prob")
 """Job types whose engine runs on several devices (kind ``fsdp``: :mod:`.fsdp_engine`)."""
 
 
-def _check_devices(job_type: str, devices: tuple[str, ...], sampling_engine: str | None) -> None:
-    """Refuse a range of several GPUs for an engine that runs on one (400 naming the flag and the way out)."""
-    if len(devices) <= 1 or not devices[0].startswith("cuda") or sampling_engine == "vllm":
+def _check_devices(cfg: JobConfig, devices: tuple[str, ...], sampling_engine: str | None) -> None:
+    """The job's engine can use its devices: a vLLM sampler's ``tensor_parallel_size`` divides them (422); the
+    torch sampling loop runs on one (400 naming the flag and the way out). Sharded kinds take any number."""
+    job_type = cfg.job_type
+    if sampling_engine == "vllm":
+        from .placement import PlacementError, sampling_replicas
+
+        try:
+            sampling_replicas(devices, int((cfg.vllm_config or {}).get("tensor_parallel_size") or 1))
+        except (PlacementError, TypeError, ValueError) as e:
+            raise RequestError(str(e), 422) from None
         return
-    if job_type in SHARDED_JOB_TYPES:
+    if len(devices) <= 1 or job_type in SHARDED_JOB_TYPES:
         return
-    engine = {"sampling": "the torch sampling loop"}.get(job_type, f"the {job_type} job's torch engine")
     raise RequestError(
-        f"the {job_type} job asks for {len(devices)} GPUs ({gpus_flag(job_type)} {len(devices)}): {engine} runs "
-        f"on one device; start the server with {gpus_flag(job_type)} 1"
-        + (" or use the vLLM sampling engine (--sampling-engine vllm)" if job_type == "sampling" else ""),
+        f"the {job_type} job asks for {len(devices)} devices ({gpus_flag(job_type)} {len(devices)}): the torch "
+        f"sampling loop runs one replica on one device; start the server with {gpus_flag(job_type)} 1 or use the "
+        "vLLM sampling engine (--sampling-engine vllm)",
         400,
     )
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..errors import RequestError
+from ..settings import ServerLimits
 
 if TYPE_CHECKING:
     import torch
@@ -84,6 +85,8 @@ class EngineSpec:
     """``JobConfig.full_determinism``: an engine's own processes seed and pick deterministic kernels too."""
     engine_timeout_s: float = 1800.0
     """The server's ``--engine-timeout``: how long a sharded engine's ranks wait in a collective."""
+    weight_sync_bucket_mb: float = ServerLimits.weight_sync_bucket_mb
+    """The server's ``--weight-sync-bucket-mb``: the bucket a sync streams to a vLLM sampler's replicas."""
 
     @property
     def world_size(self) -> int:

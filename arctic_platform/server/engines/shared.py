@@ -78,12 +78,12 @@ def check_weight_layout(source: Mapping[str, Sequence[int]], target: Mapping[str
 
 
 @contextlib.contextmanager
-def weights_file(folder: str, tensors: Mapping[str, torch.Tensor]) -> Iterator[str]:
-    """Write ``tensors`` as ``<folder>/weights.safetensors`` atomically (a reader never sees a partial file) and
-    yield its path; the file is removed when the block ends."""
+def weights_file(folder: str, tensors: Mapping[str, torch.Tensor], name: str = "weights.safetensors") -> Iterator[str]:
+    """Write ``tensors`` as ``<folder>/<name>`` atomically (a reader never sees a partial file) and yield its path;
+    the file is removed when the block ends."""
     from safetensors.torch import save_file
 
-    path = os.path.join(folder, "weights.safetensors")
+    path = os.path.join(folder, name)
     save_file(dict(tensors), path + ".tmp")
     os.replace(path + ".tmp", path)
     try:
