@@ -96,7 +96,8 @@ def _is_config_read(call: ast.Call) -> bool:
     name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
     if name not in ("get", "select"):
         return False
-    if _root(_receiver(call)) in REPLY_NAMES:
+    receiver = _receiver(call)
+    if _root(receiver) in REPLY_NAMES or receiver.startswith("{"):  # a dict literal is a lookup table, not a config
         return False
     key = call.args[1] if name == "select" and len(call.args) > 1 else call.args[0] if call.args else None
     return key is not None and not (isinstance(key, ast.Constant) and not isinstance(key.value, str))

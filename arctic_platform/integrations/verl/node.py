@@ -13,11 +13,11 @@ job's ``/initialize`` a minute into ``main_ppo``:
 * a vLLM sampler needs TP to divide ``sampling_gpus``; ``data_parallel_size`` / ``pipeline_model_parallel_size``
   other than 1 are refused (replicas come from ``sampling_gpus / TP``);
 * on CUDA the three jobs must fit the node's GPUs (:func:`arctic_platform.server.placement.place_jobs`);
-* verl runs one forwarder for the backend (``trainer.n_gpus_per_node`` x ``trainer.nnodes`` = 1);
 * forest cascade attention / speculative decoding (``remote_backend.arctic.rollout.*``) need ArcticInference's vLLM
   plugin, which the embedded server does not run.
 
-An ``onprem`` / ``cortex`` server sizes its own engines: only the forwarder count is checked. :func:`node_refusals`
+An ``onprem`` / ``cortex`` server sizes its own engines: nothing here applies to it (verl's forwarder count is
+:mod:`.settings`' check). :func:`node_refusals`
 is a pure function of the config, the options and a :class:`SamplerView`; :func:`local_sampler` builds the view of
 the server a ``local`` backend will start on this node.
 """
@@ -99,21 +99,6 @@ def sampler_view(opts: Any, backend: Optional[str] = None) -> SamplerView:
 def _int(cfg: DictConfig, path: str, default: int = 1) -> int:
     v = OmegaConf.select(cfg, path, default=default)
     return int(default if v is None else v)
-
-
-def forwarders_refusal(cfg: DictConfig, opts: Any, view: SamplerView) -> Optional[Refusal]:
-    """verl runs one forwarder worker for the backend (``trainer.n_gpus_per_node`` x ``trainer.nnodes`` = 1)."""
-    per_node, nodes = _int(cfg, "trainer.n_gpus_per_node"), _int(cfg, "trainer.nnodes")
-    if per_node * nodes == 1:
-        return None
-    return Refusal(
-        f"{shown('trainer.n_gpus_per_node', per_node)}, {shown('trainer.nnodes', nodes)}",
-        view.backend,
-        "runs with one verl forwarder worker (the backend's jobs own the GPUs: "
-        f"{GPUS_KEY.format('{training,sampling,log_prob}')})",
-        "set trainer.n_gpus_per_node=1 trainer.nnodes=1",
-        ["trainer.n_gpus_per_node=1", "trainer.nnodes=1"],
-    )
 
 
 def _install(view: SamplerView) -> str:
@@ -236,7 +221,6 @@ def arctic_inference_refusal(cfg: DictConfig, opts: Any, view: SamplerView) -> O
 
 
 CHECKS = {
-    "trainer.n_gpus_per_node": forwarders_refusal,
     TP_KEY: tp_refusal,
     f"{R}.data_parallel_size": parallel_refusal(f"{R}.data_parallel_size"),
     f"{R}.pipeline_model_parallel_size": parallel_refusal(f"{R}.pipeline_model_parallel_size"),

@@ -179,6 +179,14 @@ def _probe(overrides: list[str], lines: _Lines, refusals: list[str], out: Callab
     )
     if cfg is None:
         return
+    from verl.trainer.ppo.v1.trainer_remote_backend import RemoteBackendConfigError, check_remote_backend_config
+
+    try:  # main_ppo's pre-Ray check of the trainer; the backend's own check runs below against its live /health
+        check_remote_backend_config(cfg, backend_check=lambda c: None)
+    except RemoteBackendConfigError as e:
+        for line in e.lines:
+            refusals.append(line)
+            out(f"REFUSED {line}")
     opts = lines.call("arctic options", lambda: validate_arctic_config(cfg), lambda o: f"backend.type={o.backend.type}")
     if opts is None:
         return

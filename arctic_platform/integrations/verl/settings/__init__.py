@@ -132,7 +132,7 @@ def non_default_placement(cfg: DictConfig, defaults: Optional[DictConfig] = None
     if defaults is None:
         from ..options import verl_defaults
 
-        defaults = verl_defaults(str(cfg.get("model_engine", "dp")))
+        defaults = verl_defaults(str(cfg.model_engine))
     default_leaves = dict(_leaves(_defaults_in(cfg, defaults), ARR))
     out = []
     for path, value in _leaves(OmegaConf.to_container(cfg[ARR], resolve=True), ARR):

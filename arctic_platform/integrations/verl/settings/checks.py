@@ -70,7 +70,7 @@ def _verl_default_config(engine: str):
 
 def verl_default(ctx: SettingsContext, path: str) -> Any:
     """verl's default of ``path`` for the run's ``model_engine`` (verl's generated default config)."""
-    node = _verl_default_config(str(ctx.cfg.get("model_engine", "dp")))
+    node = _verl_default_config(str(ctx.cfg.model_engine))
     v = OmegaConf.select(node, path, default=None, throw_on_resolution_failure=False)
     return OmegaConf.to_container(v, resolve=False) if OmegaConf.is_config(v) else v
 
@@ -173,6 +173,26 @@ def backend_options(ctx: SettingsContext) -> list[Refusal]:
                 [set_("trainer.save_freq", -1), set_("trainer.resume_mode", "disable")],
             )
         )
+    nodes, per_node = ctx.get("trainer.nnodes"), ctx.get("trainer.n_gpus_per_node")
+    if int(nodes) * int(per_node) != 1:
+        # verl's validate_config then asks the Megatron actor's model-parallel sizes to divide that one GPU (they
+        # place verl's own engine only: no effect here)
+        megatron = [
+            set_(f"{A}.megatron.{k}", 1)
+            for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")
+            if int(ctx.get(f"{A}.megatron.{k}") or 1) > 1
+        ]
+        out.append(
+            Refusal(
+                f"trainer.n_gpus_per_node={per_node!r}, trainer.nnodes={nodes!r}",
+                "the arctic backend",
+                "runs one forwarder worker (verl's side holds no model; the backend's jobs own the GPUs)",
+                f"set trainer.n_gpus_per_node=1 and trainer.nnodes=1, and size the backend with {RB}.training_gpus, "
+                "sampling_gpus and log_prob_gpus"
+                + (" (and the Megatron actor's model-parallel sizes to 1: placement only)" if megatron else ""),
+                [set_("trainer.n_gpus_per_node", 1), set_("trainer.nnodes", 1), *megatron],
+            )
+        )
     for job, why in (
         ("training", "every training step updates the policy there"),
         ("sampling", "every rollout generates there"),
@@ -216,18 +236,20 @@ _V1_ADVANTAGE_BATCH = ("uid", "response_mask", "rm_scores", "rollout_log_probs",
 def estimator(ctx: SettingsContext) -> Optional[Refusal]:
     """``algorithm.adv_estimator``: each estimator verl registers, against what verl's V1 trainer feeds it.
 
-    A critic-based one (GAE) needs a critic the remote loop does not run; one that takes an input V1's advantage
-    step never computes (ReMax's greedy ``reward_baselines``; the optimal token baseline's ``sum_pi_squared``) or
-    reads fields it never fetches (GDPO's per-dimension rewards and ``prompts``) would fail at the first step."""
+    A critic-based one (GAE) is refused by verl's remote-backend trainer itself (``validate_remote_backend_config``,
+    before Ray starts); one that takes an input V1's advantage step never computes (ReMax's greedy
+    ``reward_baselines``; the optimal token baseline's ``sum_pi_squared``) or reads fields it never fetches (GDPO's
+    per-dimension rewards and ``prompts``) would fail at the first step."""
     from verl.trainer.ppo import core_algos
 
     name = str(ctx.algorithm.adv_estimator)
     path = "algorithm.adv_estimator"
     way_out = "use a critic-free estimator V1 feeds, e.g. algorithm.adv_estimator=grpo"
     fix = [set_(path, "grpo")]
-    if name == core_algos.AdvantageEstimator.GAE.value or bool(ctx.get("critic.enable")):
-        return Refusal(shown(path, name), ctx.name, "needs a critic, which the arctic backend does not run", way_out,
-                       fix)  # fmt: skip
+    from verl.trainer.ppo.utils import need_critic
+
+    if need_critic(ctx.cfg):
+        return None  # verl's remote-backend trainer refuses a critic itself (validate_remote_backend_config)
     try:
         fn = core_algos.get_adv_estimator_fn(name)
     except Exception as e:  # verl's registry refuses an unknown name
@@ -463,13 +485,21 @@ def dynamic_bsz(ctx: SettingsContext) -> Optional[Refusal]:
     gpus = max(1, int(ctx.opts.training_gpus))
     rows = int(ctx.actor.ppo_mini_batch_size) * int(ctx.rollout.n)
     micro = _divisor(max(1, rows // gpus), 8)
+    fix = [set_(f"{A}.use_dynamic_bsz", False), set_(f"{A}.ppo_micro_batch_size_per_gpu", micro)]
+    # without token budgets verl's validate_config asks the log-prob micro-batch sizes too
+    for block in (R, F):
+        if (
+            ctx.get(f"{block}.log_prob_micro_batch_size") is None
+            and ctx.get(f"{block}.log_prob_micro_batch_size_per_gpu") is None
+        ):
+            fix.append(set_(f"{block}.log_prob_micro_batch_size_per_gpu", micro))
     return Refusal(
         shown(f"{A}.use_dynamic_bsz", True),
         ctx.name,
         "has no token-budget micro-batches (it splits a mini-batch into ppo_micro_batch_size_per_gpu rows)",
         f"set use_dynamic_bsz=false and ppo_micro_batch_size_per_gpu (e.g. {micro}, a divisor of the {rows // gpus} "
-        "rows per GPU)",
-        [set_(f"{A}.use_dynamic_bsz", False), set_(f"{A}.ppo_micro_batch_size_per_gpu", micro)],
+        "rows per GPU), and the rollout's and reference's log_prob_micro_batch_size_per_gpu verl then asks for",
+        fix,
     )
 
 

@@ -49,7 +49,7 @@ def test_rollout_tp_is_refused_where_the_sampler_cannot_honour_it(refusals):
     assert refusals([verl_default_tp], REMOTE) == []
 
 
-def test_replicas_parallel_sizes_forwarders_and_job_sizes(refusals):
+def test_replicas_parallel_sizes_and_job_sizes(refusals):
     [replicas] = refusals([f"{SAMPLING}=2"], TORCH)
     assert replicas.startswith(f"{SAMPLING}=2: {EMBEDDED}'s torch sampling loop runs one replica")
     [dp] = refusals(["actor_rollout_ref.rollout.data_parallel_size=2"], VLLM_CPU)
@@ -62,9 +62,7 @@ def test_replicas_parallel_sizes_forwarders_and_job_sizes(refusals):
         "has 8 GPU(s); set them to add up to at most 8 (this node's default split: remote_backend.arctic."
         "training_gpus=4 remote_backend.arctic.sampling_gpus=3 remote_backend.arctic.log_prob_gpus=1)"
     )
-    [forwarders] = refusals(["trainer.n_gpus_per_node=8"], REMOTE)  # verl's default, with any backend
-    assert forwarders.startswith("trainer.n_gpus_per_node=8, trainer.nnodes=1: the Arctic RL server at http://x runs")
-    assert forwarders.fix == ("trainer.n_gpus_per_node=1", "trainer.nnodes=1")
+    assert refusals(["trainer.n_gpus_per_node=8", f"{TP_KEY}=2"], REMOTE) == []  # a remote server sizes its own
 
 
 def test_main_ppo_refuses_the_rollout_tp_before_ray_starts(arctic_overrides, tiny_model, tmp_path):

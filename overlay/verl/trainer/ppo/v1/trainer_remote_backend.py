@@ -90,16 +90,16 @@ def validate_remote_backend_config(config: DictConfig) -> None:
     """
     if need_critic(config):
         raise ValueError(
-            f"PPOTrainerRemoteBackend: algorithm.adv_estimator={config.algorithm.adv_estimator} needs a critic, "
-            "which would run in the forwarder's CPU-only resource pool; remote backends own no critic. Use a "
-            "critic-free estimator such as algorithm.adv_estimator=grpo"
+            f"algorithm.adv_estimator={config.algorithm.adv_estimator}: PPOTrainerRemoteBackend runs no critic (it "
+            "would run in the forwarder's CPU-only resource pool; remote backends own no critic), and this estimator "
+            "needs one; use a critic-free estimator such as algorithm.adv_estimator=grpo"
         )
     reward_model = config.reward.reward_model
     if reward_model.get("enable", False) and not reward_model.get("enable_resource_pool", False):
         raise ValueError(
-            "PPOTrainerRemoteBackend: reward.reward_model.enable=True without reward.reward_model."
-            "enable_resource_pool=True would colocate the reward model in the forwarder's CPU-only pool; set "
-            "reward.reward_model.enable_resource_pool=True (it keeps its GPUs) or use a rule-based reward"
+            "reward.reward_model.enable=True, reward.reward_model.enable_resource_pool=False: PPOTrainerRemoteBackend "
+            "would colocate the reward model in the forwarder's CPU-only pool; set reward.reward_model."
+            "enable_resource_pool=True (it keeps its GPUs) or use a rule-based reward"
         )
     rollout = config.actor_rollout_ref.rollout
     tp, dp, pp = (
@@ -129,9 +129,19 @@ def _workers_per_replica(rollout: DictConfig, world_size: int) -> int:
     return replica_cls.workers_per_replica(rollout, world_size)
 
 
+class RemoteBackendConfigError(ValueError):
+    """Every problem :func:`check_remote_backend_config` found, one line each; ``errors`` keeps the exceptions they
+    came from (a backend's own error type, with whatever structure it carries)."""
+
+    def __init__(self, lines: list[str], errors: list[BaseException]):
+        super().__init__("\n".join(lines))
+        self.lines, self.errors = lines, errors
+
+
 def check_remote_backend_config(config: DictConfig, backend_check: Optional[Any] = None) -> None:
     """``main_ppo``'s check of a remote-backend run before Ray starts (``compose_check`` runs this same function, so
-    the two agree): the trainer mode, :func:`validate_remote_backend_config`, and the backend's own start-up check
+    the two agree): the trainer mode, :func:`validate_remote_backend_config`, verl's ``validate_config`` (which
+    ``main_ppo`` runs next anyway), and the backend's own start-up check
     (:meth:`RemoteBackend.check_config`). Every problem at once, one line
     each (``<setting>: <who> <why>; <way out>``). Nothing to check without ``trainer.remote_backend``.
 
@@ -141,12 +151,13 @@ def check_remote_backend_config(config: DictConfig, backend_check: Optional[Any]
             profile).
 
     Raises:
-        ValueError: the lines.
+        RemoteBackendConfigError: the lines (a ``ValueError``).
     """
     name = config.trainer.get("remote_backend", None)
     if not name:
         return
     problems: list[str] = []
+    errors: list[BaseException] = []
     mode = config.trainer.v1.get("trainer_mode", None)
     if not config.trainer.use_v1:
         problems.append(
@@ -168,18 +179,29 @@ def check_remote_backend_config(config: DictConfig, backend_check: Optional[Any]
         validate_remote_backend_config(config)
     except ValueError as e:
         problems.append(str(e))
+        errors.append(e)
+    try:  # verl's own validation, which main_ppo runs next: its refusal belongs in the same try
+        from verl.trainer.ppo.utils import need_reference_policy
+        from verl.utils.config import validate_config
+
+        validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    except Exception as e:  # an assert, a ValueError, a dataclass verl cannot build: verl's own words
+        problems.append(f"verl's validate_config (stock verl refuses it too): {' '.join(str(e).split())}")
+        errors.append(e)
     import_external_libs((config.get("remote_backend", None) or {}).get("custom_backend_module", None))
     try:
         check = backend_check or RemoteBackendRegistry.get(name).check_config
     except Exception as e:  # not registered: the registry's message names the plugin mechanism
         problems.append(f"trainer.remote_backend={name}: {e}")
+        errors.append(e)
     else:
         try:
             check(config)
         except ValueError as e:
             problems.append(str(e))
+            errors.append(e)
     if problems:
-        raise ValueError("\n".join(problems))
+        raise RemoteBackendConfigError(problems, errors)
 
 
 @register_trainer("remote_backend")
