@@ -80,11 +80,13 @@ PY
   VERL_DEPS+=("ray==$("$REPO/.venv/bin/python" -c 'from importlib.metadata import version; print(version("ray"))')")
   echo "gpu_check --prepare: downloading ${VERL_DEPS[*]} (no dependencies) for the engines step's verl import"
   RAYDL="$(mktemp -d)"
-  "$PY" -m pip download "${DL[@]}" --no-deps --dest "$RAYDL" "${VERL_DEPS[@]}"
-  for f in "$RAYDL"/*.whl; do
+  # --no-deps lets pip take an sdist where a release has no wheel (antlr4-python3-runtime 4.9.3): built here below
+  "$PY" -m pip download "${DL[@]/:all:/:none:}" --prefer-binary --no-deps --dest "$RAYDL" "${VERL_DEPS[@]}"
+  for f in "$RAYDL"/*; do
     case "$(basename "$f")" in
-      ray-*) "$PY" "$REPO/benchmarks/gpu_carry.py" strip-ray "$f" "$CARRY/$(basename "$f" .whl)-core.zip" ;;
-      *) mv "$f" "$CARRY/" ;;
+      ray-*.whl) "$PY" "$REPO/benchmarks/gpu_carry.py" strip-ray "$f" "$CARRY/$(basename "$f" .whl)-core.zip" ;;
+      *.whl) mv "$f" "$CARRY/" ;;
+      *) "$PY" -m pip wheel -q --no-deps --wheel-dir "$CARRY" "$f" ;;  # a pure-Python sdist
     esac
   done
   rm -rf "$RAYDL"
