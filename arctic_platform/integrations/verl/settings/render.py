@@ -182,7 +182,7 @@ def _example_verdict(setting: Setting, cfgs: dict[str, DictConfig], profile: Bac
     ctx, shown = example
     refusals = example_refusals(setting, ctx) if setting.check is not None else []
     if refusals:
-        return "refused: " + " / ".join(refusals)
+        return "refused: " + "<br>".join(refusals)
     note = None
     if setting.note is not None:
         try:
