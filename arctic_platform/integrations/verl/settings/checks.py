@@ -430,6 +430,14 @@ def kl_type(ctx: SettingsContext) -> Optional[Refusal]:
 
 
 def _needs_reference(ctx: SettingsContext, path: str, off: str) -> Optional[Refusal]:
+    if ctx.backend_type == "cortex":
+        return Refusal(
+            shown(path, True),
+            ctx.over,
+            "has no /forward, and this needs its reference log-probs",
+            f"{off}, or use backend.type=onprem",
+            [set_(path, False)],
+        )
     if int(ctx.opts.log_prob_gpus) == 0:
         return Refusal(
             shown(path, True),
@@ -437,14 +445,6 @@ def _needs_reference(ctx: SettingsContext, path: str, off: str) -> Optional[Refu
             f"has no reference (log_prob) job with {RB}.log_prob_gpus=0, and it needs reference log-probs",
             f"set {RB}.log_prob_gpus >= 1, or {off}",
             [set_(f"{RB}.log_prob_gpus", 1)],
-        )
-    if ctx.backend_type == "cortex":
-        return Refusal(
-            shown(path, True),
-            ctx.cortex_name,
-            "has no /forward log-probs, which it needs",
-            f"{off}, or use backend.type=onprem",
-            [set_(path, False)],
         )
     return None
 
@@ -461,16 +461,54 @@ def kl_in_reward(ctx: SettingsContext) -> Optional[Refusal]:
     return _needs_reference(ctx, "algorithm.use_kl_in_reward", "use_kl_in_reward=false")
 
 
+# Cortex has no /forward: verl's old log-probs are the rollout's (bypass mode), or are not computed at all and the
+# backend's loss uses the current policy's, detached, which equals verl's only for one mini-batch of one epoch.
+_NO_FORWARD_WAY_OUT = (
+    "or take the old log-probs from the rollout (algorithm.rollout_correction.bypass_mode=true with "
+    f"{R}.calculate_log_probs=true), or use backend.type=onprem"
+)
+
+
 def ppo_epochs(ctx: SettingsContext) -> Optional[Refusal]:
     epochs = int(ctx.actor.ppo_epochs)
-    if ctx.backend_type == "cortex" and epochs > 1:
+    if ctx.backend_type == "cortex" and epochs > 1 and not ctx.old_from_rollout():
         path = f"{A}.ppo_epochs"
         return Refusal(
             shown(path, epochs),
-            ctx.cortex_name,
-            "has no /forward log-probs, which a second epoch needs (old log-probs of the updated policy)",
-            "set ppo_epochs=1, or use backend.type=onprem",
+            ctx.over,
+            "has no /forward, and a second epoch needs old log-probs from it (those of the updated policy)",
+            f"set ppo_epochs=1, {_NO_FORWARD_WAY_OUT}",
             [set_(path, 1)],
+        )
+    return None
+
+
+def cortex_mini_batches(ctx: SettingsContext) -> Optional[Refusal]:
+    if ctx.backend_type != "cortex" or ctx.old_from_rollout():
+        return None
+    mini, batch = int(ctx.actor.ppo_mini_batch_size), int(ctx.get("data.train_batch_size"))
+    if mini < batch:
+        return Refusal(
+            f"{A}.ppo_mini_batch_size={mini}, data.train_batch_size={batch} (several optimizer steps a training step)",
+            ctx.over,
+            "has no /forward for the old log-probs they need (after the first step the current policy is no longer "
+            "the old one)",
+            f"set ppo_mini_batch_size=data.train_batch_size, {_NO_FORWARD_WAY_OUT}",
+            [set_(f"{A}.ppo_mini_batch_size", batch)],
+        )
+    return None
+
+
+def cortex_entropy(ctx: SettingsContext) -> Optional[Refusal]:
+    coeff = float(ctx.actor.entropy_coeff or 0.0)
+    if ctx.backend_type == "cortex" and coeff != 0.0:
+        path = f"{A}.entropy_coeff"
+        return Refusal(
+            shown(path, coeff),
+            ctx.over,
+            "estimates entropy from the detached log-probs in its grpo loss, so the bonus has no gradient",
+            "set entropy_coeff=0, or use backend.type=onprem",
+            [set_(path, 0)],
         )
     return None
 
@@ -763,7 +801,13 @@ def log_prob_dynamic_note(block: str):
 
 
 def rollout_logprobs_note(ctx: SettingsContext) -> Optional[str]:
-    if ctx.rollout.calculate_log_probs and not ctx.profile.rollout_logprobs:
+    on = ctx.rollout.calculate_log_probs
+    if on and ctx.backend_type == "cortex" and not ctx.old_from_rollout():
+        return (
+            f"{R}.calculate_log_probs=True: {ctx.over} has no /forward, so verl's old log-probs are "
+            "zeros the update never reads; verl's rollout-vs-old log-prob diagnostics compare against them"
+        )
+    if on and not ctx.profile.rollout_logprobs:
         return (
             f"{R}.calculate_log_probs=True: {ctx.name}'s sampler returns no log-probs, so they are not "
             "requested; training is unchanged (verl recomputes old log-probs), only verl's rollout-vs-training "
@@ -777,6 +821,21 @@ def rollout_correction(ctx: SettingsContext) -> list[Refusal]:
     p = ctx.profile
     out: list[Refusal] = []
     base = "algorithm.rollout_correction"
+    if ctx.backend_type == "cortex" and not rc.get("bypass_mode"):
+        for key in ("rollout_is", "rollout_rs"):
+            if rc.get(key):
+                out.append(
+                    Refusal(
+                        shown(f"{base}.{key}", rc.get(key)),
+                        ctx.over,
+                        "cannot recompute verl's old log-probs (no /forward), and this compares the rollout's with "
+                        "them",
+                        "turn it off, or use bypass_mode=true (old log-probs from the rollout)",
+                        [set_(f"{base}.{key}", None)],
+                    )
+                )
+        if out:
+            return out
     if rc.get("rollout_is") and not (p.rollout_is_weights and p.rollout_logprobs):
         out.append(
             Refusal(

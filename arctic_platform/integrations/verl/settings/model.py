@@ -85,9 +85,20 @@ class SettingsContext:
         return self.profile.name
 
     @property
+    def over(self) -> str:
+        """The backend as a cortex refusal names it: "Snowflake Cortex", or "<profile> over cortex"."""
+        from arctic_platform.backend_profile import CORTEX
+
+        return self.name if self.name == CORTEX.name else f"{self.name} over cortex"
+
+    @property
     def cortex_name(self) -> str:
         """The backend, naming the cortex transport when it is the one at fault."""
-        return f"{self.profile.name} over cortex" if self.backend_type == "cortex" else self.profile.name
+        return self.over if self.backend_type == "cortex" else self.profile.name
+
+    def old_from_rollout(self) -> bool:
+        """verl's bypass mode: ``old_log_probs`` are the rollout's (verl never calls compute_log_prob)."""
+        return bool((self.get("algorithm.rollout_correction") or {}).get("bypass_mode"))
 
 
 CheckResult = Refusal | list[Refusal] | None

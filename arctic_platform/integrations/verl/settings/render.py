@@ -73,6 +73,8 @@ EXAMPLES: dict[str, Example] = {
     f"{A}.calculate_sum_pi_squared": _ex(True),
     f"{A}.use_dynamic_bsz": _ex(True),
     f"{A}.ppo_epochs": _ex(2),
+    f"{A}.ppo_mini_batch_size": Example(2, {"data.train_batch_size": 4}),
+    f"{A}.entropy_coeff": _ex(0.01),
     f"{OPT}.optimizer": _ex("SGD"),
     f"{OPT}.optimizer_impl": _ex("bitsandbytes.optim"),
     f"{OPT}.lr_scheduler_type": _ex("cosine", engine="veomni"),
@@ -182,7 +184,7 @@ def _example_verdict(setting: Setting, cfgs: dict[str, DictConfig], profile: Bac
     ctx, shown = example
     refusals = example_refusals(setting, ctx) if setting.check is not None else []
     if refusals:
-        return "refused: " + " / ".join(refusals)
+        return "refused: " + "<br>".join(refusals)
     note = None
     if setting.note is not None:
         try:

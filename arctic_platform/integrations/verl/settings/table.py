@@ -60,7 +60,12 @@ SETTINGS: tuple[Setting, ...] = (
         BACKEND,
         "K of seq-mean-token-sum-norm (sent as is; null = verl's per-micro-batch rule)",
     ),
-    Setting(f"{A}.entropy_coeff", BACKEND, "entropy bonus; entropy is computed whenever it is non-zero (verl's rule)"),
+    Setting(
+        f"{A}.entropy_coeff",
+        BACKEND,
+        "entropy bonus; entropy is computed whenever it is non-zero (verl's rule)",
+        C.cortex_entropy,
+    ),
     Setting(f"{A}.calculate_entropy", BACKEND, "meta.calculate_entropy of the update"),
     Setting(f"{A}.use_kl_loss", BACKEND, "KL term against the reference job's log-probs", C.use_kl),
     Setting(f"{A}.kl_loss_coef", BACKEND, "KL weight"),
@@ -74,7 +79,12 @@ SETTINGS: tuple[Setting, ...] = (
         C.refuse_unless_default(f"{A}.calculate_sum_pi_squared", "does not compute the Σπ² statistic"),
     ),
     # ---- actor: batching (job bodies and the worker's mini-batch loop)
-    Setting(f"{A}.ppo_mini_batch_size", BACKEND, "verl's mini-batch iterator; ds_config.train_batch_size = mini x n"),
+    Setting(
+        f"{A}.ppo_mini_batch_size",
+        BACKEND,
+        "verl's mini-batch iterator; ds_config.train_batch_size = mini x n",
+        C.cortex_mini_batches,
+    ),
     Setting(
         f"{A}.ppo_micro_batch_size",
         BACKEND,

@@ -30,7 +30,7 @@ from verl.trainer.ppo.v1 import PPOTrainerRemoteBackend
         ),
         pytest.param(
             ["remote_backend.arctic.backend.type=cortex", "actor_rollout_ref.actor.ppo_epochs=2"],
-            "actor_rollout_ref.actor.ppo_epochs=2: Arctic-Platform main over cortex has no /forward",
+            "actor_rollout_ref.actor.ppo_epochs=2: Snowflake Cortex has no /forward",
             id="no-forward-epochs",
         ),
         pytest.param(
