@@ -169,16 +169,22 @@ select_env() {
 # build_and_prepare: the wheel build (in the background) while the environment is prepared (venv, uv, torch): the
 # two share nothing but the tool environment, which is made first. Sets ENV_PY / ENV_PREFIX / UV_BIN.
 BUILD_PID=""
+# STAGE_SECS: "name seconds" lines for the closing summary of `test` (the build's own, from its subshell, via a file).
+STAGE_SECS=()
 build_and_prepare() {
   ensure_toolenv
-  do_build &
+  mkdir -p "$LOGDIR"
+  local t; t=$(now)
+  (do_build && secs "$t" > "$LOGDIR/build.secs") &
   BUILD_PID=$!
   trap '[ -z "$BUILD_PID" ] || kill "$BUILD_PID" 2>/dev/null || true' EXIT  # prepare_env died: stop the build
   prepare_env
+  STAGE_SECS+=("prepare $(secs "$t")")
   local rc=0
   wait "$BUILD_PID" || rc=$?
   BUILD_PID=""
   [ "$rc" = 0 ] || exit "$rc"
+  STAGE_SECS=("build $(cat "$LOGDIR/build.secs")" "${STAGE_SECS[@]}")
 }
 
 UV_BIN=""
@@ -190,7 +196,10 @@ prepare_env() {
     # pip: only pip looks in this machine's local wheels, where torch==2.13.0 is a CPU build (uv would download a
     # multi-GB CUDA build); with uv its bytecode is compiled here, on all cores
     run_logged torch "$ENV_PY" -m pip install -q ${UV_BIN:+--no-compile} "$TORCH_SPEC"
-    [ -z "$UV_BIN" ] || run_logged compile-torch compile_package "$ENV_PY" torch
+    # all of it, torch's own dependencies too: sympy (1,500 modules, imported by torch._dynamo through verl's
+    # tensordict) without bytecode costs every Python process that imports verl ~1.2 CPU-s, as the tests run with
+    # PYTHONDONTWRITEBYTECODE=1 and never write it
+    [ -z "$UV_BIN" ] || run_logged compile-torch compile_site "$ENV_PY"
     done_stage "$TORCH_SPEC into $ENV_PREFIX"
   else
     done_stage "$("$ENV_PY" -c 'import torch; print("torch", torch.__version__)') already in $ENV_PREFIX"
@@ -237,9 +246,10 @@ ensure_uv() {
   echo "$TOOLENV/bin/uv"
 }
 
-# compile_package PY NAME: NAME's bytecode, all cores (a file that does not compile is skipped, as pip skips it).
-compile_package() {
-  local dir; dir="$("$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/$2"
+# compile_site PY: the bytecode of everything in PY's site-packages, all cores (a file that does not compile is
+# skipped, as pip skips it).
+compile_site() {
+  local dir; dir="$("$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   "$1" -m compileall -q -j 0 "$dir" >/dev/null || true
 }
 
@@ -289,13 +299,16 @@ case "$CMD" in
     fi ;;
   test)
     build_and_prepare
+    t_stage=$(now)
     do_install "[test,cpu]"  # cpu: the vLLM sampling engine's conformance tests and e2e smoke run in CI
+    STAGE_SECS+=("install $(secs "$t_stage")")
     # Lint first (verl's ruff config, ruff pinned in the `test` extra): a violation fails the run before pytest.
     stage lint
     if ! "$ENV_PY" "$REPO/tools/lint.py" --root "$REPO" >/dev/null; then
       die "lint failed: the ruff violations above must be fixed before the tests run"
     fi
     done_stage "ruff check + ruff format --check clean"
+    STAGE_SECS+=("lint $(secs "$STAGE_T")")
     stage test
     # Run from an empty directory: neither pytest nor Ray workers (which inherit the cwd) may import the source tree.
     TEST_CWD="$REPO/build/test-cwd"
@@ -305,11 +318,32 @@ case "$CMD" in
       if [ "${a#-}" = "$a" ] && [ -e "$REPO/${a%%::*}" ]; then ARGS_ABS+=("$REPO/$a"); else ARGS_ABS+=("$a"); fi
     done
     [ ${#ARGS_ABS[@]} -gt 0 ] || ARGS_ABS=("$REPO/tests")
+    # The measurements of every run: the 25 slowest tests (pytest), then the counts, the budget and the stage
+    # times (tests/conftest.py writes the report; the durations in it refresh tests/durations.json).
+    REPORT="$REPO/build/test-report.json"
+    rm -f "$REPORT"
     set +e
-    (cd "$TEST_CWD" && run_env "$ENV_PREFIX/bin/pytest" -c "$REPO/pyproject.toml" --rootdir "$REPO" -n auto "${ARGS_ABS[@]}")
+    (cd "$TEST_CWD" && ARCTIC_TEST_REPORT="$REPORT" run_env "$ENV_PREFIX/bin/pytest" -c "$REPO/pyproject.toml" \
+      --rootdir "$REPO" -n auto --durations=25 "${ARGS_ABS[@]}")
     rc=$?
     set -e
     done_stage "pytest exit $rc"
+    STAGE_SECS+=("pytest $(secs "$STAGE_T")")
+    summary="build: stages  "
+    for s in "${STAGE_SECS[@]}"; do summary+="${s% *} ${s##* }s  "; done
+    echo "${summary}total $(secs "$T0")s"
+    if [ -f "$REPORT" ]; then
+      "$ENV_PY" - "$REPORT" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["counts"]
+print("build: tests   " + ", ".join(f"{c.get(k, 0)} {k}" for k in ("passed", "failed", "error", "skipped", "xfailed", "deselected")))
+state = "OVER BUDGET" if r["over_budget"] else "within budget"
+print(f"build: budget  pytest {r['wall_s']:.0f} s of {r['budget_s']:.0f} s: {state}; CPUs busy {r['cpu_busy']:.0%}")
+for d, nodeid in r["slow_tests"]:
+    print(f"build: slow    {d:.0f} s {nodeid} (over its own budget)")
+PY
+    fi
     exit $rc ;;
 esac
 printf 'build: %-8s %6ss\n' total "$(secs "$T0")"

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .protocol import AGG_MODES, CAPABILITIES, KL_TYPES, LOSS_MODES
 
-__all__ = ["ARCTIC_PLATFORM_MAIN", "BackendProfile", "embedded_profile", "profile_from_health"]
+__all__ = ["ARCTIC_PLATFORM_MAIN", "CORTEX", "BackendProfile", "embedded_profile", "profile_from_health"]
 
 
 class BackendProfile(BaseModel):
@@ -136,6 +136,22 @@ ARCTIC_PLATFORM_MAIN = BackendProfile(
     # bf16 optimizer, fp32 gradient accumulation); extensions.dtype is not read
     compute_dtypes=("bfloat16",),
 )
+
+
+CORTEX = ARCTIC_PLATFORM_MAIN.model_copy(
+    update=dict(
+        name="Snowflake Cortex",
+        # the fixed profile of the cortex transport (SnowAPI has no /health): Arctic-Platform main's engine, as the
+        # grpo contract carries it (arctic_platform.client.cortex_body)
+        clip_ratios="config",  # eps_clip / eps_clip_higher / c_clip travel in processing.config
+        token_ids=True,  # spec 6.6: prompts take token-id lists, results carry token_ids
+        rollout_logprobs=True,  # sampling_params are vLLM's (logprobs); a result without them fails the call
+        lr_schedule=True,  # verl's schedule runs in the client; every /step carries its learning_rate
+        hf_export=False,  # /save writes a resumable checkpoint in the service's store, no Hugging Face export
+        sleep_wake=False,  # sub-jobs are always awake: sleep / wake are no-ops, nothing is colocated
+    )
+)
+"""Snowflake Cortex over SnowAPI (:mod:`arctic_platform.client.cortex`): no ``/health`` to read, so fixed."""
 
 
 def embedded_profile(*, attn_implementations: tuple[str, ...]) -> BackendProfile:

@@ -232,6 +232,8 @@ def check_run(steps: dict[int, dict], n_steps: int, max_staleness: Optional[int]
                 )
         return problems
     for s, m in sorted(steps.items()):
+        if s < 1:  # step 0: the validation before training (trainer.val_before_train), no rollout of its own
+            continue
         # sync training: step s samples with the weights synced after step s-1, i.e. policy version s-1
         tagged_max = s - 1 - m.get("training/off_policy/trajectory_staleness/min", float("nan"))
         tagged_min = s - 1 - m.get("training/off_policy/trajectory_staleness_worst/max", float("nan"))
@@ -259,6 +261,8 @@ def staleness_histogram(steps: dict[int, dict]) -> dict[int, int]:
 def write_outputs(out: Path, steps: dict[int, dict]) -> None:
     with open(out / "metrics.jsonl", "w") as f:
         for s, m in sorted(steps.items()):
+            if s < 1:  # the validation-only step 0 stays in verl_metrics.jsonl
+                continue
             row = {
                 "step": s,
                 "reward_mean": m.get(REWARD),
@@ -274,7 +278,7 @@ def write_outputs(out: Path, steps: dict[int, dict]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    xs = sorted(steps)
+    xs = sorted(s for s in steps if s >= 1)
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(xs, [steps[s].get(REWARD, float("nan")) for s in xs], marker="o", markersize=3)
     ax.set_xlabel("GRPO step")
@@ -361,10 +365,11 @@ def run(args) -> int:
         problems.append(
             f"the sampler ended at policy version {final_version}, expected {args.steps} (one sync per step)"
         )
-    rewards = [steps[s][REWARD] for s in sorted(steps) if REWARD in steps[s]]
+    trained = sorted(s for s in steps if s >= 1)  # step 0, where present, only validated
+    rewards = [steps[s][REWARD] for s in trained if REWARD in steps[s]]
     first, last = _mean(rewards[:WINDOW]), _mean(rewards[-WINDOW:])
     print(
-        f"smoke: {len(steps)} steps, reward {first:.3f} -> {last:.3f}, policy_version {final_version}, {wall:.0f} s",
+        f"smoke: {len(trained)} steps, reward {first:.3f} -> {last:.3f}, policy_version {final_version}, {wall:.0f} s",
         flush=True,
     )
     if args.no_learning_check:

@@ -6,15 +6,28 @@
 * ``*_on_cpu.py`` files get the ``cpu`` marker (``-m cpu`` selects them); other test files may assume a GPU.
 * Tests import the installed wheel. Running from a source checkout without ``./build.sh test`` is refused, so a test
   can never pass against the repo's unbuilt files.
+* Scheduling (``--dist loadfile``, the default of ``./build.sh test``): work units are test files, except under
+  ``tests/special_e2e/`` where every test (one verl run or two) is a unit of its own, and the units go out most
+  expensive first by ``tests/durations.json`` (seconds per test, measured), so the two workers finish together.
+* The run's report: the counts, the wall time against the pytest budget (``arctic_pytest_budget_s`` in
+  pyproject.toml), the tests over their own budget and how busy the CPUs were, printed at the end and written as
+  JSON to ``$ARCTIC_TEST_REPORT`` (``./build.sh test`` reads it), with the durations in the form of
+  ``tests/durations.json``. Over budget is reported, not failed: a slow day must not stop a landing.
 """
 
+import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+OWN_UNIT_DIRS = ("tests/special_e2e/",)  # every test there is one xdist work unit
+UNKNOWN_E2E_S = 300.0  # the cost of an end-to-end test not yet in durations.json: scheduled among the first
+UNKNOWN_S = 1.0
 
 # Triton picks compiler or interpreter when a @triton.jit function is defined (at import of a kernel module), so the
 # choice must be made before any test module is collected: the interpreter on CPU-only hosts, unless set explicitly.
@@ -26,6 +39,14 @@ if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")):
 # `--sampling-engine vllm`): a vLLM engine takes ~20-30 s to start here. The vLLM engine's own tests
 # (tests/arctic_platform/server/test_sampling_conformance_on_cpu.py, the e2e smokes) ask for it explicitly.
 os.environ.setdefault("ARCTIC_SAMPLING_ENGINE", "torch")
+
+
+def pytest_addoption(parser):
+    parser.addini(
+        "arctic_pytest_budget_s", "seconds the whole pytest stage may take before it is reported", default="900"
+    )
+    parser.addini("arctic_test_budget_s", "seconds one test may take before it is named", default="60")
+    parser.addini("arctic_e2e_test_budget_s", "the same for the tests of tests/special_e2e", default="420")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -71,3 +92,166 @@ def ray_cpu():
     )
     yield ray
     ray.shutdown()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scheduling: most expensive work unit first (loadfile, with end-to-end tests as units of their own)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def unit_of(nodeid: str) -> str:
+    """The xdist work unit of a test: the test itself under :data:`OWN_UNIT_DIRS`, else its file."""
+    return nodeid if nodeid.startswith(OWN_UNIT_DIRS) else nodeid.split("::", 1)[0]
+
+
+def load_durations() -> dict[str, float]:
+    try:
+        return {k: float(v) for k, v in json.loads(DURATIONS.read_text()).items()}
+    except (OSError, ValueError):
+        return {}
+
+
+def order_by_cost(nodeids: list[str], durations: dict[str, float]) -> list[str]:
+    """``nodeids`` grouped by work unit, the units by their summed cost, most expensive first (ties: collection
+    order); a test's order inside its unit is kept."""
+    units: dict[str, list[str]] = {}
+    for nodeid in nodeids:
+        units.setdefault(unit_of(nodeid), []).append(nodeid)
+
+    def cost(nodeid: str) -> float:
+        if nodeid in durations:
+            return durations[nodeid]
+        return UNKNOWN_E2E_S if nodeid.startswith(OWN_UNIT_DIRS) else UNKNOWN_S
+
+    ranked = sorted(units.values(), key=lambda ids: -sum(cost(i) for i in ids))  # stable
+    return [nodeid for ids in ranked for nodeid in ids]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class CostOrderedLoadFile(LoadScopeScheduling):
+        """loadfile, but end-to-end tests are units of their own and units go out most expensive first."""
+
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            config.option.loadscopereorder = False  # our order, not "most tests first"
+            self.durations = load_durations()
+
+        def _split_scope(self, nodeid):
+            return unit_of(nodeid)
+
+        def schedule(self):
+            if self.collection is None:
+                for node, collection in list(self.registered_collections.items()):
+                    self.registered_collections[node] = order_by_cost(list(collection), self.durations)
+            super().schedule()
+
+    return CostOrderedLoadFile(config, log)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The run's report (controller side: with xdist the workers' reports arrive here)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs from /proc/stat; (0, 0) where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+class _Report:
+    def __init__(self):
+        self.start = time.monotonic()
+        self.cpu0 = _cpu_ticks()
+        self.durations: dict[str, float] = {}
+        self.outcomes: dict[str, str] = {}
+
+    def add(self, report):
+        self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + report.duration
+        if report.when == "call" or report.outcome != "passed":
+            outcome = "xfailed" if hasattr(report, "wasxfail") and report.skipped else report.outcome
+            if report.when != "call" and report.outcome == "failed":
+                outcome = "error"
+            self.outcomes.setdefault(report.nodeid, outcome)
+
+
+_REPORT = _Report()
+
+
+def pytest_runtest_logreport(report):
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # the controller (or a run without xdist)
+        _REPORT.add(report)
+
+
+def _budget(config, name: str) -> float:
+    return float(config.getini(name))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if os.environ.get("PYTEST_XDIST_WORKER") is not None:
+        return
+    wall = time.monotonic() - _REPORT.start
+    busy1, total1 = _cpu_ticks()
+    busy0, total0 = _REPORT.cpu0
+    cpu_busy = (busy1 - busy0) / (total1 - total0) if total1 > total0 else float("nan")
+    counts: dict[str, int] = {}
+    for outcome in _REPORT.outcomes.values():
+        counts[outcome] = counts.get(outcome, 0) + 1
+    counts["deselected"] = len(terminalreporter.stats.get("deselected", []))
+    budget = _budget(config, "arctic_pytest_budget_s")
+    slow = sorted(
+        (
+            (d, nodeid)
+            for nodeid, d in _REPORT.durations.items()
+            if d
+            > _budget(
+                config, "arctic_e2e_test_budget_s" if nodeid.startswith(OWN_UNIT_DIRS) else "arctic_test_budget_s"
+            )
+        ),
+        reverse=True,
+    )
+    tr = terminalreporter
+    tr.section("arctic-verl test report")
+    tr.write_line(
+        "tests: "
+        + ", ".join(
+            f"{counts.get(k, 0)} {k}" for k in ("passed", "failed", "error", "skipped", "xfailed", "deselected")
+        )
+        + f" ({len(_REPORT.outcomes)} run)"
+    )
+    tr.write_line(
+        f"pytest wall {wall:.0f} s, budget {budget:.0f} s; CPUs busy {cpu_busy:.0%} of {os.cpu_count()} core(s)"
+    )
+    if wall > budget:
+        tr.write_line(
+            f"OVER BUDGET: the pytest stage took {wall:.0f} s, over its {budget:.0f} s (arctic_pytest_budget_s)"
+        )
+    for d, nodeid in slow:
+        tr.write_line(f"over its own budget: {d:.0f} s {nodeid}")
+    path = os.environ.get("ARCTIC_TEST_REPORT")
+    if path:
+        Path(path).write_text(
+            json.dumps(
+                {
+                    "wall_s": round(wall, 1),
+                    "budget_s": budget,
+                    "over_budget": wall > budget,
+                    "cpu_busy": round(cpu_busy, 3),
+                    "counts": counts,
+                    "slow_tests": [[round(d, 1), nodeid] for d, nodeid in slow],
+                    "durations": {k: round(v, 1) for k, v in sorted(_REPORT.durations.items())},
+                },
+                indent=1,
+            )
+            + "\n"
+        )

@@ -18,7 +18,9 @@
 |---|---|
 | ``config.py`` | pydantic configs: ``ArcticRLClientConfig``, ``LocalConfig``, ``OnPremConfig``, ``CortexConfig`` |
 | ``client.py`` | ``AsyncArcticRLClient`` (job lifecycle, data plane) and ``ArcticRLClient`` (sync wrapper) |
-| ``transports.py`` | HTTP transport (timeouts, retries), local server process, cortex stub |
+| ``transports.py`` | HTTP transport (timeouts, retries), local server process |
+| ``cortex.py`` | the Snowflake Cortex (SnowAPI) transport: create / wait / cancel, chunked octet bodies, polling |
+| ``cortex_body.py`` | what is sent to Cortex: create body, forward-backward frame, per-step learning rate, refusals |
 | ``errors.py`` | ``ArcticRLError`` and subclasses |
 
 Exports are lazy (PEP 562): importing this package does not import torch or httpx.

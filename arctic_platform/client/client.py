@@ -22,12 +22,18 @@ Lifecycle::
     handle = client.reconnect_handle()   # JSON-serialisable; re-attach elsewhere with from_handle(handle)
     await client.close()          # destroy only the jobs this client created; stop the server it started
 
-Idempotent calls (retried after a send-side failure or 502/503/504): ``health``, ``status``, ``job_info``,
-``forward``, ``generate`` (it changes no server state; a retried unseeded request returns fresh samples),
-``weight_norm``, ``load_checkpoint``, ``sleep_inference``, ``wake_inference``, ``reset_prefix_cache``,
-``sync_weights(policy_version=...)`` and ``save(step=...)``. Never retried after sending: ``forward_backward``,
-``step``, ``sync_weights()`` without a version, ``save()`` without a step, job creation. A connection that was never
-established is retried for every call. 4xx is never retried.
+Every call goes through a row of the endpoint table (:data:`arctic_platform.endpoints.ENDPOINTS`: path, job types,
+body kind, idempotency). On-prem (``local`` / ``onprem``), idempotent calls are retried after a send-side failure or
+502/503/504: ``health``, ``status``, ``job_info``, ``forward``, ``generate`` (it changes no server state; a retried
+unseeded request returns fresh samples), ``weight_norm``, ``load_checkpoint``, ``sleep_inference``,
+``wake_inference``, ``reset_prefix_cache``, ``sync_weights(policy_version=...)`` and ``save(step=...)``. Never
+retried after sending: ``forward_backward``, ``step``, ``sync_weights()`` without a version, ``save()`` without a
+step, job creation. A connection that was never established is retried for every call. 4xx is never retried.
+
+On Snowflake Cortex (``cortex``) the rows map to SnowAPI routes (:mod:`.cortex`, with its own retry rules): one
+create makes the job and its sub-jobs (their ids are this client's job ids), sleep / wake are no-ops, ``forward``,
+``log_probs``, ``load_checkpoint`` and the embedded server's extensions fail at once naming cortex, and the LR
+schedule is run here and sent as each step's ``learning_rate`` (:mod:`.cortex_body`).
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from ..backend_profile import ARCTIC_PLATFORM_MAIN, BackendProfile, profile_from_health
+from ..backend_profile import ARCTIC_PLATFORM_MAIN, CORTEX, BackendProfile, profile_from_health
+from ..endpoints import endpoint
 from ..protocol import (
     FORWARD_PROCESSING,
     JOB_CREATE_ORDER,
@@ -51,14 +58,16 @@ from ..protocol import (
     normalize_state,
 )
 from .config import ArcticRLClientConfig, CortexConfig, LocalConfig, OnPremConfig
-from .errors import ArcticRLError, ArcticRLJobError
-from .transports import HttpTransport, LocalServer, cortex_unavailable, read_token
+from .errors import ArcticRLError, ArcticRLJobError, ArcticRLUnavailableError
+from .transports import HttpTransport, LocalServer, read_token
 
 logger = logging.getLogger("arctic_platform.client")
 
 __all__ = ["ArcticRLClient", "AsyncArcticRLClient", "normalize_state", "sampled_logprobs", "TERMINAL_STATES"]
 
 HANDLE_VERSION = 1
+CORTEX_HANDLE_FIELDS = ("training", "max_seq_len", "training_gpus", "sampling_gpus", "log_prob_gpus")
+"""Config fields a Cortex reconnect handle carries (the client computes with them: schedule, dp_size, prompt check)."""
 DESTROY_RETRIES = 4
 """Retries of a ``/destroy`` that got no reply or a 5xx (backoff 0.5, 1, 2, 4 s); 404 means already gone."""
 
@@ -124,9 +133,11 @@ class AsyncArcticRLClient:
 
     Args:
         config: an :class:`ArcticRLClientConfig` (or a dict validated into one).
+        sleep: the coroutine the Cortex transport waits with (retry backoff, polling); tests pass one that does not
+            sleep. None: ``asyncio.sleep``.
     """
 
-    def __init__(self, config: ArcticRLClientConfig | dict):
+    def __init__(self, config: ArcticRLClientConfig | dict, *, sleep: Callable[[float], Awaitable[Any]] | None = None):
         self.config = (
             config if isinstance(config, ArcticRLClientConfig) else ArcticRLClientConfig.model_validate(config)
         )
@@ -134,6 +145,11 @@ class AsyncArcticRLClient:
         self._jobs: dict[str, int | str | None] = {t: _job_id(getattr(c, f"{t}_job_id")) for t in JOB_TYPES}
         self._owned: list[tuple[int | str, str]] = []  # (job_id, job_type) created by this client
         self._transport: HttpTransport | None = None
+        self._cortex = None  # CortexTransport (backend cortex)
+        self._cortex_job: str | None = None
+        """Cortex: the parent job of the sub-jobs in ``_jobs`` (every SnowAPI URL names it)."""
+        self._schedule = None  # Cortex: the LR schedule run client-side (cortex_body.CortexSchedule)
+        self._sleep = sleep
         self._server: LocalServer | None = None
         self._started = False
         self._closed = False
@@ -181,11 +197,21 @@ class AsyncArcticRLClient:
         """
         if self._closed:
             raise ArcticRLError(None, "this client was closed; create a new one", "start")
-        if self._transport is not None:
+        if self._transport is not None or self._cortex is not None:
             return self
         c, b = self.config, self.config.backend
         if isinstance(b, CortexConfig):
-            raise cortex_unavailable("start")
+            from .cortex import CortexTransport
+
+            # no /health on SnowAPI: the profile is fixed, and so are the capabilities (token-id prompts, spec 6.6)
+            self._cortex = CortexTransport(
+                b, request_timeout=c.request_timeout, connect_timeout=c.connect_timeout,
+                job_ready_timeout=c.job_ready_timeout, sleep=self._sleep,
+            )  # fmt: skip
+            self.url = self._cortex.prefix
+            self.capabilities = ("token_ids",)
+            self.backend_profile = CORTEX
+            return self
         try:
             if isinstance(b, LocalConfig):
                 token = read_token(b.token_env_var)
@@ -231,9 +257,15 @@ class AsyncArcticRLClient:
 
         A start that fails half-way destroys every job it created (retried, :meth:`close`) and stops its server.
 
+        Cortex: one create makes every sub-job (retried only when it provably never landed); this waits for the job
+        to be ``running`` (``wait_for`` does not apply: SnowAPI reports one state for the job), and the sub-job ids
+        become the job ids. What Cortex has no field for is refused before the create
+        (``ArcticRLUnavailableError``, :func:`.cortex_body.cortex_refusals`).
+
         Raises:
-            ArcticRLError: the server did not come up, a job failed (``ArcticRLJobError``, with the reason), or the
-                backend is cortex (``ArcticRLUnavailableError``). Whatever was created is cleaned up first.
+            ArcticRLError: the server did not come up, a job failed (``ArcticRLJobError``, with the reason), or
+                Cortex cannot honour the config (``ArcticRLUnavailableError``). Whatever was created is cleaned up
+                first.
         """
         if self._started:
             return self
@@ -242,7 +274,9 @@ class AsyncArcticRLClient:
         await self.connect()
         c = self.config
         try:
-            if c.reconnecting:
+            if self._cortex is not None:
+                await self._start_cortex()
+            elif c.reconnecting:
                 for jt, jid in self._jobs.items():
                     if jid is not None:
                         info = await self.job_info(jid)
@@ -256,7 +290,7 @@ class AsyncArcticRLClient:
                 for jt in JOB_CREATE_ORDER:
                     if c.job_gpus(jt) <= 0:
                         continue
-                    r = await self._call("POST", "/initialize", json_body=self.job_body(jt))
+                    r = await self._op("initialize", json_body=self.job_body(jt))
                     self._owned.append((r["job_id"], jt))
                     self._jobs[jt] = r["job_id"]
                 await self.wait_ready(wait_for)
@@ -266,6 +300,40 @@ class AsyncArcticRLClient:
         self._started = True
         return self
 
+    async def _start_cortex(self) -> None:
+        from .cortex_body import CortexSchedule, cortex_refusals, sub_job_configs
+
+        c, t = self.config, self._cortex
+        if c.reconnecting:
+            given = {jt: str(jid) for jt, jid in self._jobs.items() if jid is not None}
+            parents = {jid.split(":", 1)[0] for jid in given.values()}
+            if len(parents) != 1:
+                raise ArcticRLError(None, f"cortex sub-job ids of more than one job: {given}", "start")
+            self._cortex_job = parents.pop()
+            job = await t.wait_running(self._cortex_job)  # still building: waits; terminal: raises with the reason
+            ids = t.sub_job_ids(self._cortex_job, job)
+            for jt, jid in given.items():
+                if ids[jt] != jid:
+                    raise ArcticRLJobError(
+                        None, f"{jid} is not the {jt} sub-job of cortex job {self._cortex_job} ({ids[jt]})", "start",
+                        jid,
+                    )  # fmt: skip
+        else:
+            refusals = cortex_refusals(c)
+            if refusals:
+                raise ArcticRLUnavailableError(
+                    None, f"{len(refusals)} setting(s) Snowflake Cortex cannot honour: " + "; ".join(refusals), "start"
+                )
+            self._cortex_job = await t.create_job(sub_job_configs(c))
+            self._owned.append((self._cortex_job, "job"))
+            job = await t.wait_running(self._cortex_job)
+            ids = t.sub_job_ids(self._cortex_job, job)
+            for jt in JOB_TYPES:
+                if c.job_gpus(jt) > 0:
+                    self._jobs[jt] = ids[jt]
+        if self._jobs["training"] is not None:
+            self._schedule = CortexSchedule(c)
+
     async def wait_ready(self, job_types: Collection[str] | None = None) -> None:
         """Wait until this client's jobs of ``job_types`` (default: all it knows) are running.
 
@@ -274,6 +342,10 @@ class AsyncArcticRLClient:
                 ``job_ready_timeout``.
         """
         wanted = set(JOB_TYPES if job_types is None else job_types)
+        if self._cortex is not None:
+            if self._cortex_job is not None and any(self._jobs[jt] is not None for jt in wanted):
+                await self._cortex.wait_running(self._cortex_job)
+            return
         await asyncio.gather(
             *(self._wait_running(jid) for jt, jid in self._jobs.items() if jid is not None and jt in wanted)
         )
@@ -293,7 +365,9 @@ class AsyncArcticRLClient:
         deadline = loop.time() + timeout
         while True:
             try:
-                return await self._transport.request("GET", "/health", timeout=min(5.0, self.config.request_timeout))
+                return await self._transport.request(
+                    "GET", endpoint("health").path, timeout=min(5.0, self.config.request_timeout)
+                )
             except ArcticRLError as e:
                 if self._server is not None and self._server.proc.poll() is not None:
                     rc, tail = self._server.proc.returncode, self._server.log_tail()
@@ -353,11 +427,18 @@ class AsyncArcticRLClient:
         errors = []
         srv = self._server
         server_dead = srv is not None and srv.proc is not None and srv.proc.poll() is not None
+        if self._cortex is not None:
+            for jid, _ in reversed(self._owned):  # cancel only the job this client created
+                err = await self._cortex.cancel(jid)
+                if err:
+                    errors.append(err)
+            self._owned.clear()
+            await self._cortex.aclose()
         if self._transport is not None:
             for jid, jt in reversed([] if server_dead else self._owned):
                 try:  # retried with backoff: a job left behind makes the next start's /initialize a 409
                     await self._transport.request(
-                        "POST", "/destroy", params={"job_id": jid}, json_body={"job_type": jt},
+                        "POST", endpoint("destroy").path, params={"job_id": jid}, json_body={"job_type": jt},
                         idempotent=True, timeout=min(60.0, self.config.request_timeout),
                         max_retries=DESTROY_RETRIES, retry_status=(500, 502, 503, 504),
                     )  # fmt: skip
@@ -380,11 +461,26 @@ class AsyncArcticRLClient:
 
     # ---- reconnect ----
     def reconnect_handle(self) -> dict:
-        """JSON-serialisable handle: URL, job ids, backend type and the token variable's *name* (never the token)."""
+        """JSON-serialisable handle: URL, job ids, backend type and the token variable's *name* (never the token).
+
+        Cortex: the backend settings without the PAT (a re-attached client reads it from ``pat_env_var``), the parent
+        job id and the sub-job ids, and what a re-attached client computes with: the training settings (the LR
+        schedule it runs), the GPU counts (the loss's ``dp_size``) and ``max_seq_len`` (the prompt check).
+        """
         if self.url is None:
             raise ArcticRLError(None, "start() the client before asking for a reconnect handle", "reconnect_handle")
         b = self.config.backend
+        extra: dict[str, Any] = {}
+        if isinstance(b, CortexConfig):
+            c = self.config
+            extra = {
+                "cortex": b.model_dump(mode="json", by_alias=True, exclude={"pat"}),
+                "job_id": self._cortex_job,
+                "training": c.training.model_dump(mode="json"),
+                **{k: getattr(c, k) for k in ("max_seq_len", "training_gpus", "sampling_gpus", "log_prob_gpus")},
+            }
         return {
+            **extra,
             "version": HANDLE_VERSION,
             "backend": b.type,
             "url": self.url,
@@ -400,11 +496,14 @@ class AsyncArcticRLClient:
         }
 
     @classmethod
-    def from_handle(cls, handle: dict, **overrides: Any) -> AsyncArcticRLClient:
+    def from_handle(
+        cls, handle: dict, *, sleep: Callable[[float], Awaitable[Any]] | None = None, **overrides: Any
+    ) -> AsyncArcticRLClient:
         """A re-attached client (creates and destroys nothing; never stops the server). Call ``start()`` on it.
 
         Args:
             handle: from :meth:`reconnect_handle`.
+            sleep: as the constructor's.
             **overrides: ``ArcticRLClientConfig`` fields to change (e.g. ``request_timeout``).
         """
         if handle.get("version") != HANDLE_VERSION:
@@ -415,17 +514,60 @@ class AsyncArcticRLClient:
             if k in handle
         }
         fields.update({k: handle.get(k) for k in ("training_job_id", "sampling_job_id", "log_prob_job_id")})
-        fields["backend"] = OnPremConfig(url=handle["url"], token_env_var=handle.get("token_env_var"))
+        if handle.get("backend") == "cortex":
+            fields["backend"] = CortexConfig.model_validate(handle["cortex"])
+            fields.update({k: handle[k] for k in CORTEX_HANDLE_FIELDS if k in handle})
+        else:
+            fields["backend"] = OnPremConfig(url=handle["url"], token_env_var=handle.get("token_env_var"))
         fields.update(overrides)
-        return cls(ArcticRLClientConfig(**fields))
+        return cls(ArcticRLClientConfig(**fields), sleep=sleep)
 
     # ---- plumbing ----
+    async def _op(
+        self,
+        name: str,
+        job_id: Any = None,
+        *,
+        json_body: Any = None,
+        tree: Any = None,
+        idempotent: bool | None = None,
+    ) -> Any:
+        """Send the call of endpoint row ``name`` (``tree``: a frame body) and return the reply.
+
+        On-prem: the row's method and path, ``?job_id=`` when the row names job types, the row's idempotency (or
+        ``idempotent`` when the call carries the row's key). Cortex: the row's SnowAPI route (the parent job in the
+        URL), a no-op, or an error naming cortex.
+        """
+        row = endpoint(name)
+        if self._cortex is not None:
+            from .cortex import CORTEX_NOOPS, CORTEX_ROUTES, cortex_unavailable
+
+            if name in CORTEX_NOOPS:
+                return {}
+            route = CORTEX_ROUTES.get(name)
+            if route is None:
+                raise cortex_unavailable(name, row.path)
+            if self._cortex_job is None:
+                raise ArcticRLError(None, "the client is not started (await client.start())", row.path)
+            if self._closed:
+                raise ArcticRLError(None, "the client is closed", row.path)
+            return await self._cortex.call(route, self._cortex_job, tree if tree is not None else json_body)
+        path = row.path.replace("{job_id}", str(job_id)) if "{job_id}" in row.path else row.path
+        frame = None
+        if row.body == "frame":
+            from .. import wire
+
+            frame = await asyncio.to_thread(wire.encode, tree)
+        params = {"job_id": job_id} if row.job_types else None
+        return await self._call(
+            row.method, path, params=params, json_body=json_body, frame=frame,
+            idempotent=row.idempotent if idempotent is None else idempotent,
+        )  # fmt: skip
+
     async def _call(self, method: str, path: str, **kw) -> Any:
-        if isinstance(self.config.backend, CortexConfig):
-            raise cortex_unavailable(path)
         if self._transport is None:
             raise ArcticRLError(None, "the client is not started (await client.start())", path)
-        if self._closed and path != "/destroy":
+        if self._closed and path != endpoint("destroy").path:
             raise ArcticRLError(None, "the client is closed", path)
         return await self._transport.request(method, path, **kw)
 
@@ -435,27 +577,49 @@ class AsyncArcticRLClient:
             return os.path.abspath(path)
         return path
 
-    def _need(self, job_type: str, endpoint: str):
+    def _need(self, job_type: str, name: str):
+        """The job id of ``job_type`` for endpoint row ``name``; on Cortex a row it has no route for fails first,
+        naming cortex."""
+        if self._cortex is not None:
+            from .cortex import CORTEX_NOOPS, CORTEX_ROUTES, cortex_unavailable
+
+            if name not in CORTEX_ROUTES and name not in CORTEX_NOOPS:
+                raise cortex_unavailable(name, endpoint(name).path)
         jid = self._jobs[job_type]
         if jid is None:
-            raise ArcticRLError(None, f"No {job_type} job initialized.", endpoint)
+            raise ArcticRLError(None, f"No {job_type} job initialized.", endpoint(name).path)
         return jid
-
-    async def _frame_call(self, path: str, job_id, tree: dict, *, idempotent: bool) -> dict:
-        from .. import wire
-
-        frame = await asyncio.to_thread(wire.encode, tree)
-        return await self._call("POST", path, params={"job_id": job_id}, frame=frame, idempotent=idempotent)
 
     # ---- control ----
     async def health(self) -> dict:
-        return await self._call("GET", "/health", idempotent=True)
+        return await self._op("health")
 
     async def status(self) -> dict:
-        return await self._call("GET", "/status", idempotent=True)
+        return await self._op("status")
 
     async def job_info(self, job_id) -> dict:
-        return await self._call("GET", f"/job/{job_id}", idempotent=True)
+        """The job's status (``status``, ``job_type``, ``reason``, ...). Cortex: the sub-job's entry in the job's
+        state (its ``status`` and ``job_type`` as this client names them, the job's ``reason``)."""
+        if self._cortex is not None:
+            return await self._cortex_job_info(job_id)
+        return await self._op("job_info", job_id)
+
+    async def _cortex_job_info(self, job_id) -> dict:
+        from .cortex import sub_job_role
+
+        if self._cortex_job is None:
+            raise ArcticRLError(None, "the client is not started (await client.start())", "job_info")
+        job = await self._cortex.get_job(self._cortex_job)
+        for sub in job.get("sub_jobs") or []:
+            if isinstance(sub, dict) and str(sub.get("sub_job_id")) == str(job_id):
+                return {**sub, "job_id": str(job_id), "job_type": sub_job_role(sub.get("job_type")),
+                        "reason": job.get("reason"), "parent_job_id": self._cortex_job}  # fmt: skip
+        role = next((jt for jt, jid in self._jobs.items() if str(jid) == str(job_id)), None)
+        if role is None:
+            raise ArcticRLError(404, f"{job_id} is not a sub-job of cortex job {self._cortex_job}", "job_info")
+        # the service lists no sub-jobs: the job's own state stands for them
+        return {"job_id": str(job_id), "job_type": role, "status": job.get("status"), "reason": job.get("reason"),
+                "parent_job_id": self._cortex_job}  # fmt: skip
 
     # ---- training ----
     async def forward_backward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
@@ -472,11 +636,26 @@ class AsyncArcticRLClient:
 
         Returns:
             ``{"job_id", "metrics": {"actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/pg_clipfrac_lower",
-            ["actor/entropy_loss"], ["kl_loss", "kl_coef"], "loss"} (verl's names), "avg_loss"}``.
+            ["actor/entropy_loss"], ["kl_loss", "kl_coef"], "loss"} (verl's names), "avg_loss"}``. Cortex:
+            ``{"job_id", "avg_loss", "metrics" (may be empty), "post_process_outputs"}``.
+
+        Cortex: the batch travels as the ``grpo`` contract (:func:`.cortex_body.forward_backward_frame`: the prompt
+        length, the loss settings of ``meta``; ``old_log_probs`` only when the batch has them), in a chunk envelope
+        whose group id makes a resent call run once; ``processing`` must name verl's PPO loss (or be None).
         """
-        jid = self._need("training", "/forward-backward")
+        jid = self._need("training", "forward_backward")
+        if self._cortex is not None:
+            from .cortex_body import forward_backward_frame
+
+            if processing is not None and processing.get("loss_fn") not in ("verl_grpo", "verl_ppo", "grpo"):
+                raise ArcticRLError(
+                    None, f"processing.loss_fn={processing.get('loss_fn')!r}: on cortex the loss is grpo (verl's "
+                    "vanilla PPO)", "/forward-backward",
+                )  # fmt: skip
+            tree = await asyncio.to_thread(forward_backward_frame, batch, meta, dp_size=self.config.training_gpus)
+            return await self._op("forward_backward", jid, tree=tree)
         tree = {"batch": batch, "meta": meta, "processing": processing or UPDATE_PROCESSING}
-        return await self._frame_call("/forward-backward", jid, tree, idempotent=False)
+        return await self._op("forward_backward", jid, tree=tree)
 
     async def step(
         self,
@@ -492,14 +671,28 @@ class AsyncArcticRLClient:
         step's tick (verl's ``lr`` metric). Extensions (embedded server): ``lr_scheduler_step=False`` steps the
         optimizer without ticking the schedule (verl ticks once per training step); ``total_training_steps`` gives
         the schedule its horizon when the job was created without one.
+
+        Cortex: the client runs the schedule and sends this step's rate as ``learning_rate`` (SnowAPI's only step
+        field); the reply is the service's (``{"global_steps", "last_lr"}``, no ``metrics``) with ``lr`` added, the
+        schedule's rate after this step's tick.
         """
-        jid = self._need("training", "/step")
+        jid = self._need("training", "step")
+        if self._cortex is not None:
+            from .cortex_body import step_reply
+
+            sched = self._schedule
+            if total_training_steps is not None:
+                sched.set_horizon(int(total_training_steps))
+            lr = float(learning_rate) if learning_rate is not None else sched.rate()
+            reply = await self._op("step", jid, json_body={"learning_rate": lr})
+            next_lr = sched.tick() if lr_scheduler_step is None or lr_scheduler_step else sched.rate()
+            return step_reply(reply, next_lr)
         body: dict[str, Any] = {} if learning_rate is None else {"learning_rate": learning_rate}
         if lr_scheduler_step is not None:
             body["lr_scheduler_step"] = bool(lr_scheduler_step)
         if total_training_steps is not None:
             body["total_training_steps"] = int(total_training_steps)
-        reply = await self._call("POST", "/step", params={"job_id": jid}, json_body=body)
+        reply = await self._op("step", jid, json_body=body)
         if isinstance(reply, dict) and isinstance(reply.get("metrics"), dict):
             reply["metrics"] = rank_agreed_metrics(reply["metrics"], "/step")
         return reply
@@ -507,11 +700,9 @@ class AsyncArcticRLClient:
     async def profile(self, action: str, *, path: str | None = None, tag: str | None = None) -> dict:
         """Extension (capability ``profile``): ``start`` / ``stop`` the training engine's torch profiler; ``stop``
         writes ``<path>/<tag>.json`` (a chrome trace) and returns ``{"trace": ...}``."""
-        jid = self._need("training", "/profile")
+        jid = self._need("training", "profile")
         body = {"action": action, "path": self._server_path(path), "tag": tag}
-        return await self._call(
-            "POST", "/profile", params={"job_id": jid}, json_body={k: v for k, v in body.items() if v is not None}
-        )
+        return await self._op("profile", jid, json_body={k: v for k, v in body.items() if v is not None})
 
     async def forward(self, batch: dict, meta: dict, processing: dict | None = None, *, ref: bool = False) -> dict:
         """Predict-next log-probs: ``{"batch": {"logprobs" [B, P+R] float32[, "entropy"]}, "metrics"}``.
@@ -520,9 +711,9 @@ class AsyncArcticRLClient:
         ``ref=True`` asks the log_prob job (the initial weights).
         """
         jt = "log_prob" if ref else "training"
-        jid = self._need(jt, "/forward")
+        jid = self._need(jt, "forward")
         tree = {"batch": batch, "meta": meta, "processing": processing or FORWARD_PROCESSING}
-        return await self._frame_call("/forward", jid, tree, idempotent=True)
+        return await self._op("forward", jid, tree=tree)
 
     async def save(
         self,
@@ -535,25 +726,34 @@ class AsyncArcticRLClient:
         """Checkpoint to ``<path or job dir>/checkpoint-<step or global_steps>`` + ``latest``.
 
         Returns:
-            ``{"job_id", "path", "hf_path", "global_step"}``.
+            ``{"job_id", "path", "hf_path", "global_step"}``. Cortex: ``{"checkpoint_id", "checkpoint_path",
+            "checkpoint_tag"}`` (a resumable checkpoint in the service's own store; it takes none of the arguments).
         """
-        jid = self._need("training", "/save")
+        jid = self._need("training", "save")
+        if self._cortex is not None:
+            given = {"path": path, "step": step, "save_total_limit": save_total_limit, "export_hf": export_hf or None}
+            named = [k for k, v in given.items() if v is not None]
+            if named:
+                raise ArcticRLUnavailableError(
+                    None, f"save({', '.join(named)}=...): cortex keeps checkpoints in its own store and has no such "
+                    "field; call save() without arguments", "/save",
+                )  # fmt: skip
+            return await self._op("save", jid, json_body={"checkpoint_type": "resumable"})
         body = {"path": self._server_path(path), "step": step, "save_total_limit": save_total_limit}
         if export_hf:
             body["export_hf"] = True  # also write <target>/hf (save_pretrained: config + safetensors)
-        return await self._call(
-            "POST", "/save", params={"job_id": jid}, json_body={k: v for k, v in body.items() if v is not None},
-            idempotent=step is not None,
-        )  # fmt: skip
+        return await self._op(
+            "save", jid, json_body={k: v for k, v in body.items() if v is not None}, idempotent=step is not None
+        )
 
     async def load_checkpoint(self, path: str | None = None, step: int | None = None) -> dict:
         """Restore model, optimizer, scheduler and counters: ``{"path", "global_step", "policy_version"}``.
 
         The sampler is not touched; call ``sync_weights(policy_version=...)`` afterwards to serve the loaded weights.
         """
-        jid = self._need("training", "/load-checkpoint")
+        jid = self._need("training", "load_checkpoint")
         body = {k: v for k, v in {"path": self._server_path(path), "step": step}.items() if v is not None}
-        return await self._call("POST", "/load-checkpoint", params={"job_id": jid}, json_body=body, idempotent=True)
+        return await self._op("load_checkpoint", jid, json_body=body)
 
     # ---- sampling ----
     async def generate(
@@ -576,9 +776,13 @@ class AsyncArcticRLClient:
             One dict per prompt: ``text``, ``token_ids`` (exactly the generated ids), ``finish_reason``
             (stop / length / abort), ``prompt_len``, ``generation_len``, ``prefix_cache_len``, ``logprobs`` (None, or
             one ``{str(token_id): {logprob, rank}}`` per generated token; see :func:`sampled_logprobs`) and, from
-            this project's server, ``policy_version``.
+            this project's server, ``policy_version``. Cortex: ``text``, ``token_ids``, ``finish_reason`` and what
+            the service adds (``logprobs`` when ``sampling_params.logprobs`` is set: a result without them fails).
+
+        Cortex: token-id prompts travel as ids (the specification's prompts take them); one of ``max_seq_len``
+        tokens or more is refused before sending (no room for an output token), as SnowAPI's own client does.
         """
-        jid = self._need("sampling", "/generate")
+        jid = self._need("sampling", "generate")
         prompts = list(prompts)
         if not prompts:
             raise ArcticRLError(None, "prompts is empty", "/generate")
@@ -593,10 +797,29 @@ class AsyncArcticRLClient:
             "routing_key": routing_key,
             "strict": bool(strict),
         }
-        out = await self._frame_call("/generate", jid, tree, idempotent=True)
-        results = out["results"]
+        if self._cortex is not None:
+            limit = self.config.max_seq_len
+            for i, p in enumerate(wire_prompts):
+                if not isinstance(p, str) and len(p) >= limit:
+                    raise ArcticRLError(
+                        None, f"prompts[{i}] has {len(p)} tokens: max_seq_len {limit} leaves no room for an output "
+                        "token (never truncated)", "/generate",
+                    )  # fmt: skip
+            tree["sampling_params"] = {k: v for k, v in tree["sampling_params"].items() if v is not None}
+            tree = {k: v for k, v in tree.items() if v is not None}
+        out = await self._op("generate", jid, tree=tree)
+        results = out.get("results") if isinstance(out, dict) else None
+        if not isinstance(results, list):
+            raise ArcticRLError(None, f"the generate result has no results list: {str(out)[:300]}", "/generate")
         if len(results) != len(prompts):
             raise ArcticRLError(None, f"{len(results)} results for {len(prompts)} prompts", "/generate")
+        if self._cortex is not None and (sampling_params or {}).get("logprobs") is not None:
+            missing = [i for i, r in enumerate(results) if r.get("logprobs") is None]
+            if missing:
+                raise ArcticRLError(
+                    None, f"sampling_params.logprobs was set but {len(missing)} cortex result(s) carry no logprobs "
+                    f"(first: results[{missing[0]}])", "/generate",
+                )  # fmt: skip
         if check is not None:
             self._count_mismatches(check, results, [len(p) for p in prompts])
         return results
@@ -642,77 +865,74 @@ class AsyncArcticRLClient:
         self, prompts: list[str] | list[list[int]], completions: list | None = None, top_k: int = 1
     ) -> list[dict]:
         """``/log-probs`` on the log_prob job: per-position ``prompt_logprobs`` of prompt + completion."""
-        jid = self._need("log_prob", "/log-probs")
+        jid = self._need("log_prob", "log_probs")
         body = {"prompts": list(prompts), "completions": completions, "top_k": top_k}
-        out = await self._call("POST", "/log-probs", params={"job_id": jid}, json_body=body, idempotent=True)
+        out = await self._op("log_probs", jid, json_body=body)
         return out["results"]
 
+    # Cortex: the sleep / wake calls are no-ops (its sub-jobs are always awake); empty_training_cache is unavailable.
     async def sleep_training(self, mode: str = "all") -> dict:
         """Offload the training engine (``all`` / ``non_lp`` / ``lp_params``): ``{"job_id", "workers"}``."""
-        jid = self._need("training", "/sleep-training")
-        return await self._call("POST", "/sleep-training", params={"job_id": jid}, json_body={"mode": mode})
+        jid = self._need("training", "sleep_training")
+        return await self._op("sleep_training", jid, json_body={"mode": mode})
 
     async def wake_training(self) -> dict:
-        jid = self._need("training", "/wake-training")
-        return await self._call("POST", "/wake-training", params={"job_id": jid}, json_body={}, idempotent=True)
+        jid = self._need("training", "wake_training")
+        return await self._op("wake_training", jid, json_body={})
 
     async def empty_training_cache(self) -> dict:
-        jid = self._need("training", "/empty-training-cache")
-        return await self._call("POST", "/empty-training-cache", params={"job_id": jid}, idempotent=True)
+        jid = self._need("training", "empty_training_cache")
+        return await self._op("empty_training_cache", jid)
 
     async def sleep_log_prob(self) -> dict:
-        jid = self._need("log_prob", "/sleep-log-prob")
-        return await self._call("POST", "/sleep-log-prob", params={"job_id": jid}, idempotent=True)
+        jid = self._need("log_prob", "sleep_log_prob")
+        return await self._op("sleep_log_prob", jid)
 
     async def wake_log_prob(self) -> dict:
-        jid = self._need("log_prob", "/wake-log-prob")
-        return await self._call("POST", "/wake-log-prob", params={"job_id": jid}, idempotent=True)
+        jid = self._need("log_prob", "wake_log_prob")
+        return await self._op("wake_log_prob", jid)
 
     async def sync_weights(self, policy_version: int | None = None) -> dict:
         """Copy the training weights into the sampler (and bump or set its version): ``{"policy_version", ...}``.
 
         Sent as the reference unified client sends it: ``POST /operation`` with ``operation_type="weight-sync"``
         (``policy_version`` in the payload is an extension a reference server ignores). Every /generate that arrives
-        after this returns uses the new weights.
+        after this returns uses the new weights. Cortex: the same envelope with its sub-job ids, without
+        ``policy_version`` (SnowAPI's weight-sync has no such field); the reply is the service's.
         """
-        tid = self._need("training", "/weight-sync")
-        sid = self._need("sampling", "/weight-sync")
+        tid = self._need("training", "sync_weights")
+        sid = self._need("sampling", "sync_weights")
         payload: dict[str, Any] = {"source_sub_job_id": tid, "target_sub_job_ids": [sid]}
-        if policy_version is not None:
+        if policy_version is not None and self._cortex is None:
             payload["policy_version"] = policy_version
         body = {"operation_type": "weight-sync", "sub_job_id": tid, "sub_job_type": "training", "payload": payload}
-        return await self._call(
-            "POST", "/operation", params={"job_id": tid}, json_body=body, idempotent=policy_version is not None
-        )
+        return await self._op("sync_weights", tid, json_body=body, idempotent=policy_version is not None)
 
     async def sleep_inference(self, level: int = 1) -> dict:
-        sid = self._need("sampling", "/sleep-inference")
-        return await self._call(
-            "POST", "/sleep-inference", params={"job_id": sid}, json_body={"level": level}, idempotent=True
-        )
+        sid = self._need("sampling", "sleep_inference")
+        return await self._op("sleep_inference", sid, json_body={"level": level})
 
     async def wake_inference(self, tags: list[str] | None = None) -> dict:
-        sid = self._need("sampling", "/wake-inference")
-        return await self._call(
-            "POST", "/wake-inference", params={"job_id": sid}, json_body={"tags": tags}, idempotent=True
-        )
+        sid = self._need("sampling", "wake_inference")
+        return await self._op("wake_inference", sid, json_body={"tags": tags})
 
     async def reset_prefix_cache(self) -> dict:
-        sid = self._need("sampling", "/reset-prefix-cache")
-        body = {
+        """Drop the sampler's prefix cache after the batch in flight (Cortex answers inline, with no request id)."""
+        sid = self._need("sampling", "reset_prefix_cache")
+        body: dict[str, Any] = {
             "operation_type": "reset-prefix-cache",
             "sub_job_type": "sampling",
             "payload": {"drain": True, "timeout_s": 60.0, "retry_interval_s": 0.1},
         }
-        return await self._call("POST", "/operation", params={"job_id": sid}, json_body=body, idempotent=True)
+        if self._cortex is not None:
+            body["sub_job_id"] = sid  # SnowAPI routes by the sub-job (the URL names the parent job)
+        return await self._op("reset_prefix_cache", sid, json_body=body)
 
     async def weight_norm(self) -> dict:
         """``{"training_norm", "sampling_norm", "training_num_params", "sampling_num_params", "policy_version"}``."""
-        tid = self._need("training", "/weight-norm")
-        sid = self._need("sampling", "/weight-norm")
-        return await self._call(
-            "POST", "/weight-norm", json_body={"training_job_id": tid, "sampling_job_id": sid}, idempotent=True
-        )
+        tid = self._need("training", "weight_norm")
+        sid = self._need("sampling", "weight_norm")
+        return await self._op("weight_norm", json_body={"training_job_id": tid, "sampling_job_id": sid})
 
 
 def _forwarded(name: str) -> property:
@@ -798,7 +1018,7 @@ class ArcticRLClient:
         if self._loop.is_closed():
             return []
         c = self._client
-        if c._transport is None and c._server is None:  # never started: nothing to release on the loop
+        if c._transport is None and c._server is None and c._cortex is None:  # never started: nothing to release
             self._loop.close()
             return []
         try:

@@ -15,8 +15,8 @@
 """Configuration of the Arctic RL client (pydantic v2; unknown fields are errors).
 
 ``ArcticRLClientConfig.backend`` is discriminated by ``type``: ``local`` (the client starts the embedded server and
-owns it), ``onprem`` (an existing server URL) or ``cortex`` (configuration only in this build). Any other transport
-value (for example the reference's ``ray``) fails validation; nothing is silently replaced.
+owns it), ``onprem`` (an existing server URL) or ``cortex`` (Snowflake Cortex over SnowAPI: :mod:`.cortex`). Any other
+transport value (for example the reference's ``ray``) fails validation; nothing is silently replaced.
 
 Secrets never live in these models as plain values: servers get a token through the *name* of an environment
 variable (``token_env_var``), and the Cortex PAT is a ``SecretStr`` (masked in repr) or an env-var name.
@@ -202,7 +202,10 @@ _CORTEX_ENV = {
 
 
 class CortexConfig(_Model):
-    """Snowflake Cortex training endpoint (configuration only: every call fails with "not available in this build")."""
+    """Snowflake Cortex: SnowAPI's training endpoint (``{base_url | https://host}/api/v2/databases/{database}/schemas/
+    {schema}/{endpoint}``). ``base_url`` is a direct or mock URL without auth; ``host`` authenticates every call with
+    a programmatic access token (PAT), read from ``pat`` or the variable ``pat_env_var`` names when the client
+    starts. The PAT is never in a repr, a reconnect handle, a log line or an error."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
     type: Literal["cortex"] = "cortex"
@@ -218,6 +221,16 @@ class CortexConfig(_Model):
     schema_: str = Field("", alias="schema")
     endpoint: str = "cortex-training"
     max_retries: int = Field(10, ge=0)
+    """Retries of a failed call (the specification's ten; exponential backoff with jitter, 0.5 s up to 10 s)."""
+    max_chunk_bytes: int = Field(60 * 1024 * 1024, ge=16 * 1024)
+    """Largest octet request body: a larger frame travels as several DSSST1 chunks (SnowAPI's 60 MiB cap)."""
+    ca_file: str | None = None
+    """PEM file of the certificate authorities that verify the service's TLS certificate (None: the system's)."""
+
+    def api_prefix(self) -> str:
+        """The URL every call is relative to."""
+        base = (self.base_url or f"https://{self.host}").rstrip("/")
+        return f"{base}/api/v2/databases/{self.database}/schemas/{self.schema_}/{self.endpoint}"
 
     @model_validator(mode="after")
     def _target(self):

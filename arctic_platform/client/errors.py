@@ -51,4 +51,4 @@ class ArcticRLJobError(ArcticRLError):
 
 
 class ArcticRLUnavailableError(ArcticRLError, NotImplementedError):
-    """The requested transport or operation does not exist in this build (e.g. the cortex transport)."""
+    """The requested operation does not exist on this backend (e.g. ``forward`` on Snowflake Cortex)."""

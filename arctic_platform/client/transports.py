@@ -24,7 +24,7 @@
 
 * :class:`LocalServer`: ``python -m arctic_platform.server --port 0 --port-file F`` in its own session; the port is
   read from the file the server writes after binding. Stopping sends SIGTERM, waits, then SIGKILL (bounded).
-* Cortex: configuration only; :func:`cortex_unavailable` builds the error every call raises.
+* Snowflake Cortex (SnowAPI) has its own transport: :mod:`.cortex`.
 """
 
 from __future__ import annotations
@@ -46,21 +46,12 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from ..protocol import JOB_TYPES, gpus_flag
 from .config import LocalConfig
-from .errors import ArcticRLError, ArcticRLUnavailableError
+from .errors import ArcticRLError
 
 logger = logging.getLogger("arctic_platform.client")
 
 OCTET = "application/octet-stream"
 _RETRY_STATUS = (502, 503, 504)
-
-
-def cortex_unavailable(endpoint: str) -> ArcticRLUnavailableError:
-    return ArcticRLUnavailableError(
-        None,
-        "cortex transport is not available in this build (Snowflake Cortex is configuration-only here); "
-        "use backend type 'local' or 'onprem'",
-        endpoint,
-    )
 
 
 def read_token(env_var: str | None) -> str | None:

@@ -112,9 +112,10 @@ def static_profile(opts: DictConfig, *, timeout: float = 5.0) -> tuple[BackendPr
 
     ``local``: the embedded server of this environment (the one the client will start); ``onprem``: the server's
     ``/health`` (Arctic-Platform main's profile when it advertises none; when it cannot be reached, also Arctic-Platform
-    main's, the strictest known, so a dry run errs on the side of refusing); ``cortex``: Arctic-Platform main's.
+    main's, the strictest known, so a dry run errs on the side of refusing); ``cortex``: the fixed Cortex profile
+    (SnowAPI has no ``/health``; :data:`arctic_platform.backend_profile.CORTEX`).
     """
-    from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN, profile_from_health
+    from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN, CORTEX, profile_from_health
 
     if opts.backend.type == "local":
         from arctic_platform.server.capabilities import server_profile
@@ -130,7 +131,7 @@ def static_profile(opts: DictConfig, *, timeout: float = 5.0) -> tuple[BackendPr
             return profile_from_health(reply.json()), f"{url}/health"
         except Exception as e:  # unreachable: check against the strictest known profile
             return ARCTIC_PLATFORM_MAIN, f"{url} unreachable ({type(e).__name__}); assumed Arctic-Platform main"
-    return ARCTIC_PLATFORM_MAIN, "cortex (Arctic-Platform main's engine)"
+    return CORTEX, "cortex (fixed: SnowAPI has no /health)"
 
 
 def settings_refusals(main_config: DictConfig, opts: DictConfig, profile: BackendProfile) -> list[str]:
@@ -368,22 +369,33 @@ class ArcticRemoteBackend(RemoteBackend):
         if placement:  # one line, before the backend is asked anything
             logger.warning(f"arctic backend: {placement}")
         client = ArcticRLClient(client_config)
+        cortex = opts.backend.type == "cortex"
         try:
-            # what the backend honours is known once it answers /health: refuse before creating any job
+            # what the backend honours is known once it answers /health (cortex: fixed): refuse before any job
             client.connect()
             refuse(settings_refusals(main_config, opts, client.backend_profile), client.backend_profile)
             for note in settings_notes(main_config, opts, client.backend_profile):
                 logger.warning(f"arctic backend: {note}")
+            if cortex:
+                # what the create body has no field for (client config terms; the client refuses it too)
+                from arctic_platform.client.cortex_body import cortex_refusals
+
+                refuse([f"remote_backend.arctic: {r}" for r in cortex_refusals(client_config)], client.backend_profile)
+                logger.warning(
+                    "arctic backend: cortex has no /forward: verl's old log-probs are zeros the update never reads "
+                    "(or the rollout's, in bypass mode), so actor/entropy reads 0"
+                )
             # The sampling job's engine keeps building while verl starts its workers (a vLLM start is ~40 s on CPU,
             # minutes on a GPU node); the first process to use it (the weight sync before step 1) waits for it in its
             # re-attach, and a failed build raises there with the server's reason.
             client.start(wait_for=("training", "log_prob"))
             handle = dict(client.reconnect_handle())
-            training = client.job_info(client.training_job_id)
+            # Cortex reports no device: its sub-jobs run on the GPUs the create asked for
+            training = {} if cortex else client.job_info(client.training_job_id)
         except BaseException:
             client.close()
             raise
-        on_gpu = str(training.get("device", "cpu")).startswith("cuda")
+        on_gpu = cortex or str(training.get("device", "cpu")).startswith("cuda")
         gpus = sum(job_gpu_counts(client_config).values())
         handle["num_gpus"] = gpus if on_gpu else 0
         handle["training_gpus"] = client_config.training_gpus if on_gpu else 0

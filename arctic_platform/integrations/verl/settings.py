@@ -86,6 +86,17 @@ class SettingsContext:
     def name(self) -> str:
         return self.profile.name
 
+    @property
+    def over(self) -> str:
+        """The backend as a cortex refusal names it: "Snowflake Cortex", or "<profile> over cortex"."""
+        from arctic_platform.backend_profile import CORTEX
+
+        return self.name if self.name == CORTEX.name else f"{self.name} over cortex"
+
+    def old_from_rollout(self) -> bool:
+        """verl's bypass mode: ``old_log_probs`` are the rollout's (verl never calls compute_log_prob)."""
+        return bool((self.get("algorithm.rollout_correction", {}) or {}).get("bypass_mode"))
+
 
 Check = Callable[[SettingsContext], Optional[str]]
 
@@ -174,16 +185,16 @@ def _kl_type(ctx):
 
 
 def _use_kl(ctx):
+    if ctx.backend_type == "cortex" and ctx.get(f"{ARR}.actor.use_kl_loss", False):
+        return (
+            f"{ARR}.actor.use_kl_loss=True needs /forward log-probs, which {ctx.over} does not have; "
+            "set use_kl_loss=false or use backend.type=onprem"
+        )
     if ctx.get(f"{ARR}.actor.use_kl_loss", False) and int(ctx.opts.log_prob_gpus) == 0:
         return (
             f"{ARR}.actor.use_kl_loss=True needs reference log-probs, but with remote_backend.arctic.log_prob_gpus=0 "
             f"{ctx.name} has no reference (log_prob) job; set remote_backend.arctic.log_prob_gpus >= 1, or "
             "use_kl_loss=false"
-        )
-    if ctx.backend_type == "cortex" and ctx.get(f"{ARR}.actor.use_kl_loss", False):
-        return (
-            f"{ARR}.actor.use_kl_loss=True needs /forward log-probs, which {ctx.name} over cortex does not have; "
-            "set use_kl_loss=false or use backend.type=onprem"
         )
     return None
 
@@ -191,25 +202,57 @@ def _use_kl(ctx):
 def _kl_in_reward(ctx):
     if not ctx.get("algorithm.use_kl_in_reward", False):
         return None
+    if ctx.backend_type == "cortex":
+        return (
+            f"algorithm.use_kl_in_reward=True needs /forward log-probs, which {ctx.over} does not have; "
+            "set it to false or use backend.type=onprem"
+        )
     if int(ctx.opts.log_prob_gpus) == 0:
         return (
             "algorithm.use_kl_in_reward=True needs reference log-probs, but with remote_backend.arctic.log_prob_gpus=0 "
             f"{ctx.name} has no reference (log_prob) job; set remote_backend.arctic.log_prob_gpus >= 1, or "
             "use_kl_in_reward=false"
         )
-    if ctx.backend_type == "cortex":
+    return None
+
+
+# Cortex has no /forward: verl's old log-probs are the rollout's (bypass mode), or are not computed at all and the
+# backend's loss uses the current policy's, detached, which equals verl's only for one mini-batch of one epoch.
+_NO_FORWARD_WAY_OUT = (
+    "or take the old log-probs from the rollout (algorithm.rollout_correction.bypass_mode=true with "
+    f"{ARR}.rollout.calculate_log_probs=true), or use backend.type=onprem"
+)
+
+
+def _ppo_epochs(ctx):
+    if ctx.backend_type == "cortex" and int(ctx.get(f"{ARR}.actor.ppo_epochs", 1)) > 1 and not ctx.old_from_rollout():
         return (
-            f"algorithm.use_kl_in_reward=True needs /forward log-probs, which {ctx.name} over cortex does not have; "
-            "set it to false or use backend.type=onprem"
+            f"{ARR}.actor.ppo_epochs > 1 needs old log-probs from /forward, which {ctx.over} does not have; "
+            f"set ppo_epochs=1, {_NO_FORWARD_WAY_OUT}"
         )
     return None
 
 
-def _ppo_epochs(ctx):
-    if ctx.backend_type == "cortex" and int(ctx.get(f"{ARR}.actor.ppo_epochs", 1)) > 1:
+def _cortex_mini_batches(ctx):
+    if ctx.backend_type != "cortex" or ctx.old_from_rollout():
+        return None
+    mini, batch = int(ctx.get(f"{ARR}.actor.ppo_mini_batch_size")), int(ctx.get("data.train_batch_size"))
+    if mini < batch:
         return (
-            f"{ARR}.actor.ppo_epochs > 1 needs /forward log-probs, which {ctx.name} over cortex does not have; "
-            "set ppo_epochs=1 or use backend.type=onprem"
+            f"{ARR}.actor.ppo_mini_batch_size={mini} < data.train_batch_size={batch} (several optimizer steps per "
+            f"training step) needs old log-probs from /forward, which {ctx.over} does not have (after the first "
+            f"step the current policy is no longer the old one); set ppo_mini_batch_size=data.train_batch_size, "
+            + _NO_FORWARD_WAY_OUT
+        )
+    return None
+
+
+def _cortex_entropy(ctx):
+    coeff = float(ctx.get(f"{ARR}.actor.entropy_coeff", 0.0) or 0.0)
+    if ctx.backend_type == "cortex" and coeff != 0.0:
+        return (
+            f"{ARR}.actor.entropy_coeff={coeff}: {ctx.over}'s grpo loss estimates entropy from the detached "
+            "log-probs, so the bonus has no gradient; set entropy_coeff=0, or use backend.type=onprem"
         )
     return None
 
@@ -415,7 +458,13 @@ def _packed_attention_note(ctx):
 
 
 def _rollout_logprobs_note(ctx):
-    if ctx.get(f"{ARR}.rollout.calculate_log_probs", False) and not ctx.profile.rollout_logprobs:
+    on = ctx.get(f"{ARR}.rollout.calculate_log_probs", False)
+    if on and ctx.backend_type == "cortex" and not ctx.old_from_rollout():
+        return (
+            f"{ARR}.rollout.calculate_log_probs=True: {ctx.over} has no /forward, so verl's old log-probs are "
+            "zeros the update never reads; verl's rollout-vs-old log-prob diagnostics compare against them"
+        )
+    if on and not ctx.profile.rollout_logprobs:
         return (
             f"{ARR}.rollout.calculate_log_probs=True: {ctx.name}'s sampler returns no log-probs, so they are not "
             "requested; training is unchanged (verl recomputes old log-probs), only verl's rollout-vs-training "
@@ -427,6 +476,14 @@ def _rollout_logprobs_note(ctx):
 def _rollout_is(ctx):
     rc = ctx.get("algorithm.rollout_correction", {}) or {}
     p = ctx.profile
+    if ctx.backend_type == "cortex" and not rc.get("bypass_mode"):
+        for key in ("rollout_is", "rollout_rs"):
+            if rc.get(key):
+                return (
+                    f"algorithm.rollout_correction.{key}={rc[key]!r} compares the rollout's log-probs with verl's "
+                    f"recomputed old ones, which {ctx.over} cannot compute (no /forward); turn it off, or use "
+                    "bypass_mode=true (old log-probs from the rollout)"
+                )
     if rc.get("rollout_is") and not (p.rollout_is_weights and p.rollout_logprobs):
         return (
             f"algorithm.rollout_correction.rollout_is={rc['rollout_is']!r}: {p.name} "
@@ -665,7 +722,12 @@ SETTINGS: tuple[Setting, ...] = (
         BACKEND,
         "K of seq-mean-token-sum-norm (sent as is; null = verl's per-micro-batch rule)",
     ),
-    Setting(f"{A}.entropy_coeff", BACKEND, "entropy bonus; entropy is computed whenever it is non-zero (verl's rule)"),
+    Setting(
+        f"{A}.entropy_coeff",
+        BACKEND,
+        "entropy bonus; entropy is computed whenever it is non-zero (verl's rule)",
+        _cortex_entropy,
+    ),
     Setting(f"{A}.calculate_entropy", BACKEND, "meta.calculate_entropy of the update"),
     Setting(f"{A}.use_kl_loss", BACKEND, "KL term against the reference job's log-probs", _use_kl),
     Setting(f"{A}.kl_loss_coef", BACKEND, "KL weight"),
@@ -681,7 +743,12 @@ SETTINGS: tuple[Setting, ...] = (
         ),
     ),  # fmt: skip
     # ---- actor: batching and the optimizer (job bodies and the worker's mini-batch loop)
-    Setting(f"{A}.ppo_mini_batch_size", BACKEND, "verl's mini-batch iterator; ds_config.train_batch_size = mini x n"),
+    Setting(
+        f"{A}.ppo_mini_batch_size",
+        BACKEND,
+        "verl's mini-batch iterator; ds_config.train_batch_size = mini x n",
+        _cortex_mini_batches,
+    ),
     Setting(
         f"{A}.ppo_micro_batch_size",
         BACKEND,
@@ -1093,6 +1160,8 @@ EXAMPLES: dict[str, Any] = {
     f"{A}.calculate_sum_pi_squared": True,
     f"{A}.use_dynamic_bsz": True,
     f"{A}.ppo_epochs": 2,
+    f"{A}.ppo_mini_batch_size": 2,
+    f"{A}.entropy_coeff": 0.01,
     f"{A}.optim.optimizer": "SGD",
     f"{A}.optim.optimizer_impl": "bitsandbytes.optim",
     f"{A}.optim.lr_scheduler_type": "cosine",
@@ -1147,6 +1216,7 @@ _EXAMPLE_CONTEXT = {
     f"{A}.kl_loss_type": {f"{A}.use_kl_loss": True},
     f"{A}.optim.lr_warmup_steps": {"data.train_batch_size": 4, f"{A}.ppo_mini_batch_size": 2},
     f"{A}.optim.lr_warmup_steps_ratio": {"data.train_batch_size": 4, f"{A}.ppo_mini_batch_size": 2},
+    f"{A}.ppo_mini_batch_size": {"data.train_batch_size": 4},
     f"{A}.clip_ratio": {f"{A}.clip_ratio_low": None, f"{A}.clip_ratio_high": None},  # verl's config sets both
     f"{A}.ppo_micro_batch_size": {f"{A}.ppo_micro_batch_size_per_gpu": None},
     f"{A}.optim.num_cycles": {f"{A}.optim.lr_scheduler_type": "cosine"},

@@ -20,6 +20,7 @@ import time
 
 from fastapi import APIRouter, Request
 
+from ...endpoints import OPERATION_TYPES, endpoint
 from ...protocol import JOB_TYPES, OperationRequest, WeightNormRequest, WeightSyncRequest
 from ..engine_calls import call_locked, in_thread
 from ..engines.base import SamplingInterface
@@ -42,7 +43,7 @@ router = APIRouter()
 
 async def _weight_sync(ctx: AppContext, job_id: int | None, req: WeightSyncRequest) -> dict:
     registry = ctx.registry
-    train = registry.require(job_id, "training")
+    train = registry.require(job_id, *endpoint("sync_weights").job_types)
     if req.source_sub_job_id is not None and req.source_sub_job_id != train.job_id:
         raise RequestError(f"source_sub_job_id {req.source_sub_job_id} != job_id {train.job_id}", 422)
     if req.target_sub_job_ids:
@@ -94,12 +95,12 @@ async def _weight_sync(ctx: AppContext, job_id: int | None, req: WeightSyncReque
     }
 
 
-@router.post("/weight-sync")
+@router.post(endpoint("weight_sync_route").path)
 async def weight_sync(request: Request, ctx: Ctx, job_id: int | None = None):
     return await _weight_sync(ctx, job_id, parse_model(WeightSyncRequest, await read_json(request)))
 
 
-@router.post("/weight-norm")
+@router.post(endpoint("weight_norm").path)
 async def weight_norm_ep(request: Request, ctx: Ctx):
     req = parse_model(WeightNormRequest, await read_json(request, required=True))
     train = ctx.registry.require(req.training_job_id, "training")
@@ -119,7 +120,7 @@ async def weight_norm_ep(request: Request, ctx: Ctx):
     return await in_thread(call_locked, train, do, ctx.timeout, samp)
 
 
-@router.post("/operation")
+@router.post(endpoint("sync_weights").path)
 async def operation(request: Request, ctx: Ctx, job_id: int | None = None):
     req = parse_model(OperationRequest, await read_json(request, required=True))
     p = req.payload
@@ -138,11 +139,7 @@ async def operation(request: Request, ctx: Ctx, job_id: int | None = None):
         return await inference_ops.wake_inference(ctx, job_id, p.get("tags"))
     if req.operation_type == "reset-prefix-cache":
         return await inference_ops.reset_prefix_cache(ctx, job_id)
-    raise RequestError(
-        f"unknown operation_type {req.operation_type!r} (weight-sync, sleep-inference, wake-inference, "
-        "reset-prefix-cache)",
-        400,
-    )
+    raise RequestError(f"unknown operation_type {req.operation_type!r} ({', '.join(OPERATION_TYPES)})", 400)
 
 
 def _gone(old: str, new: str):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...endpoints import endpoint
 from ..engine_calls import call_locked, in_thread
 from ..errors import RequestError
 from .context import AppContext
@@ -28,14 +29,14 @@ __all__ = ["reset_prefix_cache", "sleep_inference", "wake_inference"]
 
 async def sleep_inference(ctx: AppContext, job_id: int | None, level: int) -> dict:
     """Put the sampling engine to sleep at ``level`` (vLLM's sleep levels)."""
-    job = ctx.registry.require(job_id, "sampling")
+    job = ctx.registry.require(job_id, *endpoint("sleep_inference").job_types)
     out = await in_thread(call_locked, job, lambda: job.engine.sleep(level), ctx.timeout)
     return {"job_id": job.job_id, "sampling": [{"replica": 0, **out}]}
 
 
 async def wake_inference(ctx: AppContext, job_id: int | None, body: Any) -> dict:
     """Wake the sampling engine; ``body`` is a tag list, ``{"tags": [...]}`` or None (everything)."""
-    job = ctx.registry.require(job_id, "sampling")
+    job = ctx.registry.require(job_id, *endpoint("wake_inference").job_types)
     if isinstance(body, dict):
         tags = body.get("tags")
     else:
@@ -48,6 +49,6 @@ async def wake_inference(ctx: AppContext, job_id: int | None, body: Any) -> dict
 
 async def reset_prefix_cache(ctx: AppContext, job_id: int | None) -> dict:
     """Drop the sampling engine's prefix cache after the batch in flight (the job's lock drains it)."""
-    job = ctx.registry.require(job_id, "sampling")
+    job = ctx.registry.require(job_id, *endpoint("reset_prefix_cache").job_types)
     done = await in_thread(call_locked, job, lambda: job.engine.reset_prefix_cache(), ctx.timeout)
     return {"job_id": job.job_id, "sampling": [bool(done)]}

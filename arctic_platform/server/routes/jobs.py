@@ -21,6 +21,7 @@ import time
 
 from fastapi import APIRouter, Request
 
+from ...endpoints import endpoint
 from ...protocol import CAPABILITIES, DestroyRequest, JobConfig, JobStatus
 from ..engine_calls import in_thread
 from ..errors import RequestError
@@ -31,14 +32,14 @@ from .context import Ctx
 router = APIRouter()
 
 
-@router.get("/health")
+@router.get(endpoint("health").path)
 async def health(ctx: Ctx):
     # The reference answers {"status": "OK"}; "capabilities" (protocol.CAPABILITIES) and "profile" (what the
     # engines honour: backend_profile.BackendProfile) are this server's extensions.
     return {"status": "OK", "capabilities": list(CAPABILITIES), "profile": ctx.profile}
 
 
-@router.get("/status")
+@router.get(endpoint("status").path)
 async def status(ctx: Ctx):
     limits, registry = ctx.limits, ctx.registry
     return {
@@ -52,12 +53,12 @@ async def status(ctx: Ctx):
     }
 
 
-@router.get("/job/{job_id}")
+@router.get(endpoint("job_info").path)
 async def job_info(ctx: Ctx, job_id: int):
     return ctx.registry.get(job_id).info()
 
 
-@router.post("/initialize")
+@router.post(endpoint("initialize").path)
 async def initialize(request: Request, ctx: Ctx):
     registry = ctx.registry
     cfg = parse_model(JobConfig, await read_json(request, required=True))
@@ -77,7 +78,7 @@ async def initialize(request: Request, ctx: Ctx):
     }
 
 
-@router.post("/destroy")
+@router.post(endpoint("destroy").path)
 async def destroy(request: Request, ctx: Ctx, job_id: int | None = None):
     # the body first, then the job: as the reference checks them
     req = parse_model(DestroyRequest, await read_json(request, required=True))

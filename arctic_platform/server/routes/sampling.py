@@ -23,6 +23,7 @@ import asyncio
 import torch
 from fastapi import APIRouter, Request
 
+from ...endpoints import endpoint
 from ...protocol import GenerateRequest, LogProbsRequest, ResetPrefixCacheRequest, SleepRequest
 from ..batcher import GenerateBatcher
 from ..engine_calls import call_locked, in_thread
@@ -37,7 +38,7 @@ from .context import Ctx, LogProbJob, SamplingJob
 router = APIRouter()
 
 
-@router.post("/generate")
+@router.post(endpoint("generate").path)
 async def generate(request: Request, ctx: Ctx, job: SamplingJob):
     ct = content_type(request)
     if ct == "application/json":
@@ -59,7 +60,7 @@ async def generate(request: Request, ctx: Ctx, job: SamplingJob):
     return out if ct == "application/json" else frame_reply(out)
 
 
-@router.post("/sleep-inference")
+@router.post(endpoint("sleep_inference").path)
 async def sleep_inference(request: Request, ctx: Ctx, job_id: int | None = None, level: int = 1):
     body = await read_json(request)
     if body is not None:
@@ -67,18 +68,18 @@ async def sleep_inference(request: Request, ctx: Ctx, job_id: int | None = None,
     return await inference_ops.sleep_inference(ctx, job_id, level)
 
 
-@router.post("/wake-inference")
+@router.post(endpoint("wake_inference").path)
 async def wake_inference(request: Request, ctx: Ctx, job_id: int | None = None):
     return await inference_ops.wake_inference(ctx, job_id, await read_json(request))
 
 
-@router.post("/reset-prefix-cache")
+@router.post(endpoint("reset_prefix_cache_route").path)
 async def reset_prefix_cache(request: Request, ctx: Ctx, job_id: int | None = None):
     parse_model(ResetPrefixCacheRequest, await read_json(request))
     return await inference_ops.reset_prefix_cache(ctx, job_id)
 
 
-@router.post("/log-probs")
+@router.post(endpoint("log_probs").path)
 async def log_probs(request: Request, ctx: Ctx, job: LogProbJob):
     req = parse_model(LogProbsRequest, await read_json(request, required=True))
     if req.completions is not None and len(req.completions) != len(req.prompts):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request
 
+from ...endpoints import endpoint
 from ...protocol import (
     SLEEP_TRAINING_MODES,
     LoadCheckpointRequest,
@@ -55,19 +56,19 @@ async def _batch_op(request: Request, ctx: AppContext, job: Job, backward: bool)
     return await in_thread(call_locked, job, call, ctx.timeout)
 
 
-@router.post("/forward-backward")
+@router.post(endpoint("forward_backward").path)
 async def forward_backward(request: Request, ctx: Ctx, job: TrainingJob):
     out = await _batch_op(request, ctx, job, backward=True)
     return frame_reply({"job_id": job.job_id, **out})
 
 
-@router.post("/forward")
+@router.post(endpoint("forward").path)
 async def forward(request: Request, ctx: Ctx, job: ForwardJob):
     out = await _batch_op(request, ctx, job, backward=False)
     return frame_reply({"job_id": job.job_id, "avg_loss": None, **out})
 
 
-@router.post("/step")
+@router.post(endpoint("step").path)
 async def step(request: Request, ctx: Ctx, job: TrainingJob):
     req = parse_model(StepRequest, await read_json(request))
 
@@ -83,7 +84,7 @@ async def step(request: Request, ctx: Ctx, job: TrainingJob):
     return {"job_id": job.job_id, "batch": {}, **out}
 
 
-@router.post("/profile")
+@router.post(endpoint("profile").path)
 async def profile(request: Request, ctx: Ctx, job: TrainingJob):
     """Extension: start / stop the training engine's torch profiler (``{"action": "start"|"stop", ...}``)."""
     req = parse_model(ProfileRequest, await read_json(request))
@@ -93,7 +94,7 @@ async def profile(request: Request, ctx: Ctx, job: TrainingJob):
     return {"job_id": job.job_id, **out}
 
 
-@router.post("/save")
+@router.post(endpoint("save").path)
 async def save(request: Request, ctx: Ctx, job: TrainingJob):
     req = parse_model(SaveRequest, await read_json(request))
     root = Path(req.path).expanduser() if req.path else job.checkpoint_root
@@ -104,7 +105,7 @@ async def save(request: Request, ctx: Ctx, job: TrainingJob):
     return {"job_id": job.job_id, **out}
 
 
-@router.post("/load-checkpoint")
+@router.post(endpoint("load_checkpoint").path)
 async def load_checkpoint(request: Request, ctx: Ctx, job: TrainingJob):
     req = parse_model(LoadCheckpointRequest, await read_json(request))
     target = _resolve_checkpoint(job, req.path, req.step)
@@ -122,9 +123,11 @@ async def load_checkpoint(request: Request, ctx: Ctx, job: TrainingJob):
 # These read their body first and look the job up after it, as they always have.
 
 
-async def _engine_op(ctx: AppContext, job_id: int | None, job_type: str, op: str, mode: str = "all") -> dict:
-    """Run ``job.engine.<op>`` (``offload(mode)``, ``reload()`` or ``empty_cache()``) under the job's lock."""
-    job = ctx.registry.require(job_id, job_type)
+async def _engine_op(ctx: AppContext, job_id: int | None, name: str, op: str, mode: str = "all") -> dict:
+    """Run ``job.engine.<op>`` (``offload(mode)``, ``reload()`` or ``empty_cache()``) under the job's lock, on the job
+    endpoint ``name`` names."""
+    job = ctx.registry.require(job_id, *endpoint(name).job_types)
+    job_type = job.job_type
 
     def call():  # job.engine is read under the lock
         engine = job.engine
@@ -140,33 +143,33 @@ async def _engine_op(ctx: AppContext, job_id: int | None, job_type: str, op: str
     return {"job_id": job.job_id, "workers": [out]}
 
 
-@router.post("/sleep-training")
+@router.post(endpoint("sleep_training").path)
 async def sleep_training(request: Request, ctx: Ctx, job_id: int | None = None, mode: str = "all"):
     body = await read_json(request)
     if isinstance(body, dict) and body.get("mode") is not None:
         mode = parse_model(SleepTrainingRequest, body).mode
     if mode not in SLEEP_TRAINING_MODES:
         raise RequestError(f"mode {mode!r} is not one of {list(SLEEP_TRAINING_MODES)}", 422)
-    return await _engine_op(ctx, job_id, "training", "offload", mode)
+    return await _engine_op(ctx, job_id, "sleep_training", "offload", mode)
 
 
-def _bodyless_route(job_type: str, op: str):
+def _bodyless_route(name: str, op: str):
     """A route with no body arguments: an empty body or any well-formed JSON body (checked, then ignored)."""
 
     async def route(request: Request, ctx: Ctx, job_id: int | None = None):
         await read_json(request)
-        return await _engine_op(ctx, job_id, job_type, op)
+        return await _engine_op(ctx, job_id, name, op)
 
     return route
 
 
-for _path, _job_type, _op in (
-    ("/wake-training", "training", "reload"),
-    ("/sleep-log-prob", "log_prob", "offload"),
-    ("/wake-log-prob", "log_prob", "reload"),
-    ("/empty-training-cache", "training", "empty_cache"),
+for _name, _op in (
+    ("wake_training", "reload"),
+    ("sleep_log_prob", "offload"),
+    ("wake_log_prob", "reload"),
+    ("empty_training_cache", "empty_cache"),
 ):
-    router.post(_path, name=_path[1:].replace("-", "_"))(_bodyless_route(_job_type, _op))
+    router.post(endpoint(_name).path, name=_name)(_bodyless_route(_name, _op))
 
 
 def _resolve_checkpoint(job: Job, path: str | None, step: int | None) -> Path:

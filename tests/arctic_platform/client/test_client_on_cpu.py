@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """arctic_platform.client against real servers on 127.0.0.1: the local transport's whole train / generate / sync /
 save cycle, loss and update parity with verl over HTTP, re-attaching from another process, job ownership, failure
-reporting, timeouts, cortex refusal and secrets kept out of handles and reprs."""
+reporting, timeouts and secrets kept out of handles and reprs (Cortex: tests/arctic_platform/client/test_cortex_*)."""
 
 from __future__ import annotations
 
@@ -25,11 +25,10 @@ from arctic_platform.client import (
     ArcticRLClientConfig,
     ArcticRLError,
     AsyncArcticRLClient,
-    CortexConfig,
     OnPremConfig,
 )
 from arctic_platform.client.client import sampled_logprobs
-from arctic_platform.client.errors import ArcticRLJobError, ArcticRLUnavailableError
+from arctic_platform.client.errors import ArcticRLJobError
 
 P, R = 5, 6
 T = 0.8
@@ -406,16 +405,6 @@ async def test_close_is_quick_when_the_local_server_died(tiny_model_dir, tmp_pat
     t0 = time.monotonic()
     await c.close()
     assert time.monotonic() - t0 < 5  # no destroy retries against a dead server
-
-
-@pytest.mark.asyncio
-async def test_cortex_is_configuration_only():
-    cfg = ArcticRLClientConfig(model_name="m", backend=CortexConfig(base_url="http://mock.invalid"))
-    c = AsyncArcticRLClient(cfg)
-    with pytest.raises(ArcticRLUnavailableError, match="cortex transport is not available in this build"):
-        await c.start()
-    with pytest.raises(NotImplementedError):
-        await c.health()
 
 
 @pytest.mark.asyncio

@@ -25,6 +25,13 @@ expects:
   actor config, returning verl's metric names plus ``mfu``, ``grad_norm`` and ``lr``;
 * ``update_weights``: the backend's training -> sampling sync, tagged with ``global_steps`` as the policy version.
 
+On Snowflake Cortex (``backend.type=cortex``) there is no ``/forward``: ``compute_log_prob`` returns zeros (exact:
+the start-up check allows it only for one mini-batch of one epoch without KL, where the backend's loss uses the
+current policy's log-probs, detached, as verl's on-policy update does) and ``update_actor`` then sends no old
+log-probs; in verl's bypass mode the old log-probs are the rollout's and are sent. The client turns the batch into
+Cortex's forward-backward contract (``arctic_platform.client.cortex_body``), and the step and forward-backward
+replies carry no ``metrics`` block (read flat).
+
 All data-plane methods are plain ``async def`` under ``@register`` (the seam keeps their coroutine status), so the
 worker needs no private event-loop thread. Never touches CUDA: the backend owns every device.
 """
@@ -167,6 +174,11 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         self.policy_version: Optional[int] = None
         self._flops_counter = None
         self._warned_is_weights = False
+        self._warned_metrics: set[str] = set()
+        self.cortex = backend_handle.get("backend") == "cortex"  # what the driver connected to
+        rc = main_config.algorithm.get("rollout_correction", None) or {}
+        self.old_from_rollout = bool(rc.get("bypass_mode", False))
+        """verl's bypass mode: ``old_log_probs`` are the rollout's (compute_log_prob is never called)."""
         # dispatch info: one forwarder is dp rank 0 and collects; "ref" only when this role serves a reference
         self._register_dispatch_collect_info("actor", dp_rank=self.rank, is_collect=True)
         if "ref" in role:
@@ -242,7 +254,23 @@ class ArcticV1ActorRolloutRefWorker(Worker):
 
     # ------------------------------------------------------------------ log-probs
 
+    def _cortex_zero_log_probs(self, data: TensorDict, *, ref: bool, want_entropy: bool) -> TensorDict:
+        """Cortex: zeros shaped like the log-probs (never read by the update, see the module docstring)."""
+        if ref:
+            raise RuntimeError(
+                "compute_ref_log_prob on cortex: the reference log-probs need /forward (KL is refused at start-up "
+                "on cortex, so this call should not happen)"
+            )
+        offsets = data["input_ids"].offsets()
+        zeros = torch.zeros(int(offsets[-1]), dtype=torch.float32)
+        result = {"log_probs": torch.nested.nested_tensor_from_jagged(zeros, offsets)}
+        if want_entropy:
+            result["entropy"] = torch.nested.nested_tensor_from_jagged(zeros.clone(), offsets)
+        return TensorDict(result, batch_size=[len(data)])
+
     async def _log_probs(self, data: TensorDict, *, ref: bool, want_entropy: bool, max_token_len: int) -> TensorDict:
+        if self.cortex:
+            return self._cortex_zero_log_probs(data, ref=ref, want_entropy=want_entropy)
         temperature = float(tu.get(data, "temperature", default=self.config.rollout.temperature))
         B = len(data)
         input_ids = data["input_ids"]
@@ -348,6 +376,16 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         fields = dict(UPDATE_FIELDS)
         if not self.config.actor.use_kl_loss:
             fields.pop("ref_log_prob")
+        if self.cortex and not self.old_from_rollout:
+            # the old log-probs are compute_log_prob's zeros: the backend uses the current policy's, which is exact
+            # only for one mini-batch of one epoch (refused otherwise at start-up; checked again here)
+            updates = len(data) // mini_batch_size * epochs
+            if updates != 1:
+                raise ValueError(
+                    f"update_actor on cortex: {updates} optimizer steps ({epochs} epoch(s) of {len(data)} rows in "
+                    f"mini-batches of {mini_batch_size}) need old log-probs, which cortex cannot compute"
+                )
+            fields.pop("old_log_probs")
         if IS_WEIGHTS in data.keys():
             profile = self.backend.profile
             if not profile.rollout_is_weights and not self._warned_is_weights:
@@ -395,10 +433,11 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             )
             reply = await client.forward_backward(self._wire_batch(dense, fields), meta, dict(UPDATE_PROCESSING))
             step = await client.step(lr_scheduler_step=index == last, **step_kw)
-            for key, value in reply.get("metrics", {}).items():
-                metrics.setdefault(key.removeprefix("actor/"), []).append(float(value))
-            if "loss" not in reply.get("metrics", {}):  # the embedded server reports it among the metrics
-                metrics.setdefault("loss", []).append(float(reply.get("avg_loss", 0.0)))
+            reply_metrics = reply.get("metrics") or {}  # Cortex: may be empty, the loss in avg_loss
+            for key, value in self._scalar_metrics(reply_metrics).items():
+                metrics.setdefault(key.removeprefix("actor/"), []).append(value)
+            if "loss" not in reply_metrics and reply.get("avg_loss") is not None:
+                metrics.setdefault("loss", []).append(float(reply["avg_loss"]))
             step_metrics = step.get("metrics", step)  # tolerate both {metrics:{...}} and flat (Cortex) step replies
             if step_metrics.get("grad_norm") is not None:  # DeepSpeed may report none for a step
                 metrics.setdefault("grad_norm", []).append(float(step_metrics["grad_norm"]))
@@ -413,8 +452,23 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             metrics["policy_version"] = [self.policy_version]
         return tu.get_tensordict(tensor_dict={}, non_tensor_dict={"metrics": normalize_backend_metrics(metrics)})
 
+    def _scalar_metrics(self, reply_metrics: dict) -> dict[str, float]:
+        """The numeric metrics of a forward-backward reply; others (a backend's lists, strings) are logged once."""
+        out = {}
+        for key, value in reply_metrics.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[key] = float(value)
+            elif key not in self._warned_metrics:
+                self._warned_metrics.add(key)
+                logger.warning(
+                    f"update_actor: the backend's metric {key!r} is not a number ({value!r:.80}); not logged"
+                )
+        return out
+
     async def _backend_compute_s(self, client) -> Optional[float]:
         """Delta of the backend's engine seconds (all jobs) since the last call; None if it does not report them."""
+        if self.cortex:
+            return None  # SnowAPI reports no engine seconds
         try:
             jobs = (await client.status()).get("jobs", {}).values()
             total = sum(float(j["compute_s"]) for j in jobs if "compute_s" in j)
@@ -431,12 +485,13 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         """
         handle = self.backend.reconnect_handle()
         gpus = int(handle.get("training_gpus", 0))
-        if not tokens or seconds <= 0 or gpus == 0 or self._flops_counter is None:
-            return 0.0
+        device = str(handle.get("device_name", ""))
+        if not tokens or seconds <= 0 or gpus == 0 or not device or self._flops_counter is None:
+            return 0.0  # no GPU model (Cortex reports none): no peak to compare with
         from verl.utils.flops_counter import get_device_flops
 
         achieved, _ = self._flops_counter.estimate_flops(tokens, seconds)
-        peak = get_device_flops(device_name=str(handle.get("device_name", "")))
+        peak = get_device_flops(device_name=device)
         return float(achieved / (peak * gpus)) if peak not in (0, float("inf")) else 0.0
 
     # ------------------------------------------------------------------ weights and checkpoints

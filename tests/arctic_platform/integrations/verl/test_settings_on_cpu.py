@@ -123,7 +123,9 @@ def test_settings_refused_on_every_backend(compose):
 def test_embedded_server_refuses_what_its_engine_lacks(compose):
     assert _refusals(compose, ["actor_rollout_ref.model.lora_rank=8"], EMBEDDED) == []
     cortex = ["remote_backend.arctic.backend.type=cortex", "actor_rollout_ref.model.lora_rank=8"]
-    assert "the embedded arctic-verl server over cortex has no LoRA" in _refusals(compose, cortex, EMBEDDED)[0]
+    assert any(
+        "the embedded arctic-verl server over cortex has no LoRA" in r for r in _refusals(compose, cortex, EMBEDDED)
+    )
     megatron = _refusals(compose, ["actor_rollout_ref.model.lora.rank=8"], EMBEDDED)
     assert len(megatron) == 1 and "set actor_rollout_ref.model.lora_rank" in megatron[0]
     assert "no Liger" in _refusals(compose, ["actor_rollout_ref.model.use_liger=true"], EMBEDDED)[0]
