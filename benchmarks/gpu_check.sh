@@ -277,7 +277,7 @@ step import 60 import_check
 step cascade 240 "$PY" "$REPO/benchmarks/kernels/bench_cascade.py" "${BENCH_DRY[@]}" --out "$OUTDIR"
 if [ "$MODE" = dry ]; then DENSIFY_ARGS=(--dry); else DENSIFY_ARGS=(--device cuda); fi
 step densify 90 "$PY" "$REPO/benchmarks/kernels/bench_densify.py" "${DENSIFY_ARGS[@]}" --out "$OUTDIR"
-step engines 150 "$PY" "$REPO/benchmarks/server/engines_check.py" "${BENCH_DRY[@]}" --out "$OUTDIR"
+step engines 210 "$PY" "$REPO/benchmarks/server/engines_check.py" "${BENCH_DRY[@]}" --out "$OUTDIR"
 step sanitizer 120 sanitizer
 step pytest 200 gpu_pytest
 

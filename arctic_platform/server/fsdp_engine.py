@@ -46,6 +46,7 @@ import os
 import shutil
 import threading
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -111,8 +112,6 @@ class RankGroup:
         start_timeout_s: float = _START_TIMEOUT_S,
         full_determinism: bool = False,
     ):
-        from dataclasses import asdict
-
         self.world = len(devices)
         self.devices = list(devices)
         self.failed: str | None = None
@@ -124,14 +123,10 @@ class RankGroup:
         ctx = mp.get_context("spawn")
         self._procs: list[Any] = []
         self._conns: list[Any] = []
+        self.timeout_s = timeout_s
         try:
             for rank, dev in enumerate(self.devices):
-                spec = {
-                    "settings": rank_settings(settings, dev),
-                    "training": asdict(training) if training is not None else None,
-                    "timeout_s": timeout_s,
-                    "full_determinism": full_determinism,
-                }
+                spec = self._spec(settings, dev, training, full_determinism)
                 parent, child = ctx.Pipe(duplex=True)
                 proc = ctx.Process(
                     target=rank_main,
@@ -152,6 +147,32 @@ class RankGroup:
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self._procs]
+
+    def _spec(self, settings: EngineSettings, device: str, training: TrainingSettings | None, determinism: bool):
+        return {
+            "settings": rank_settings(settings, device),
+            "training": asdict(training) if training is not None else None,
+            "timeout_s": self.timeout_s,
+            "full_determinism": determinism,
+        }
+
+    def rebuild(
+        self,
+        job_type: str,
+        settings: EngineSettings,
+        *,
+        training: TrainingSettings | None = None,
+        full_determinism: bool = False,
+    ) -> dict:
+        """Build another engine on these ranks (same devices, same process group), the old one released first:
+        several engines in turn on one set of rank processes (a test suite runs its engines so). Returns the new
+        engine's hello."""
+        msgs = [
+            {"op": "rebuild", "job_type": job_type, "spec": self._spec(settings, dev, training, full_determinism)}
+            for dev in self.devices
+        ]
+        self.hello = self.call(msgs)[0]
+        return self.hello
 
     def call(self, msgs: list[dict | None] | dict, timeout: float | None = None) -> list[Any]:
         """Send ``msgs`` (one per rank, None = that rank sits out; a dict goes to every rank) and return the
@@ -301,8 +322,11 @@ class _ShardedMemory:
     def pids(self) -> list[int]:
         return self._group.pids
 
+    _owns_group = True
+
     def close(self) -> None:
-        self._group.close()
+        if self._owns_group:
+            self._group.close()
 
     def _forward(self, batch: dict, meta: dict, processing: dict | None) -> dict:
         plan = plan_forward(batch, meta, processing, vocab_size=self.vocab_size, max_seq_len=self.settings.max_seq_len)
@@ -344,21 +368,27 @@ class ShardedTrainingEngine(_ShardedMemory, TrainingInterface):
         threads: int | None = None,
         timeout_s: float = 1800.0,
         full_determinism: bool = False,
+        group: RankGroup | None = None,
     ):
         if settings.dtype == "float16":
             raise RequestError("float16 training needs loss scaling, which this server does not do; use bfloat16", 422)
         self.settings = settings
         self.training = training
         self.policy_version = 0
-        self._group = RankGroup(
-            "training",
-            settings,
-            devices,
-            training=training,
-            threads=threads,
-            timeout_s=timeout_s,
-            full_determinism=full_determinism,
-        )
+        self._owns_group = group is None
+        if group is None:
+            self._group = RankGroup(
+                "training",
+                settings,
+                devices,
+                training=training,
+                threads=threads,
+                timeout_s=timeout_s,
+                full_determinism=full_determinism,
+            )
+        else:  # the caller's ranks (their devices), which outlive this engine
+            self._group = group
+            group.rebuild("training", settings, training=training, full_determinism=full_determinism)
         hello = self._group.hello
         self.vocab_size = int(hello["vocab_size"])
         self.param_shapes: dict[str, list[int]] = hello["param_shapes"]
@@ -483,12 +513,18 @@ class ShardedForwardEngine(_ShardedMemory, ForwardInterface):
         threads: int | None = None,
         timeout_s: float = 1800.0,
         full_determinism: bool = False,
+        group: RankGroup | None = None,
     ):
         self.settings = settings
         self._tokenizer = None
-        self._group = RankGroup(
-            "log_prob", settings, devices, threads=threads, timeout_s=timeout_s, full_determinism=full_determinism
-        )
+        self._owns_group = group is None
+        if group is None:
+            self._group = RankGroup(
+                "log_prob", settings, devices, threads=threads, timeout_s=timeout_s, full_determinism=full_determinism
+            )
+        else:  # the caller's ranks, which outlive this engine
+            self._group = group
+            group.rebuild("log_prob", settings, full_determinism=full_determinism)
         hello = self._group.hello
         self.vocab_size = int(hello["vocab_size"])
         self.param_shapes: dict[str, list[int]] = hello["param_shapes"]

@@ -39,6 +39,7 @@ process dies (:func:`.engines.shared.watch_parent`).
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import pickle
@@ -378,13 +379,14 @@ def rank_main(conn, rank: int, world: int, job_type: str, spec: dict, init_file:
     torch.set_num_threads(max(1, threads))
     with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
-    settings = EngineSettings(**spec["settings"])
     try:
-        mesh = _init_group(rank, world, settings.device, init_file, float(spec.get("timeout_s", 1800.0)))
-        if job_type == "training":
-            eng: Any = RankTrainer(settings, TrainingSettings(**spec["training"]), rank=rank, world=world, mesh=mesh)
-        else:
-            eng = RankForward(settings, rank=rank, world=world, mesh=mesh)
+        device = spec["settings"]["device"]
+        mesh = _init_group(rank, world, device, init_file, float(spec.get("timeout_s", 1800.0)))
+
+        def build(kind: str, sp: dict):
+            return _build(kind, sp, rank=rank, world=world, mesh=mesh)
+
+        eng = build(job_type, spec)
     except RequestError as e:
         send(conn, {"ok": False, "kind": "request", "error": e.reason, "status": e.status})
         return
@@ -394,10 +396,22 @@ def rank_main(conn, rank: int, world: int, job_type: str, spec: dict, init_file:
         return
     send(conn, {"ok": True, "value": _hello(eng)})
     try:
-        _serve(conn, eng)
+        _serve(conn, eng, build, rank)
     finally:
         with contextlib.suppress(Exception):
             torch.distributed.destroy_process_group()
+
+
+def _build(job_type: str, spec: dict, *, rank: int, world: int, mesh):
+    """The rank engine of a job: :class:`RankTrainer` for training, :class:`RankForward` for log_prob."""
+    settings = EngineSettings(**spec["settings"])
+    if spec.get("full_determinism"):
+        from .jobs import enable_full_determinism
+
+        enable_full_determinism(int(settings.seed))
+    if job_type == "training":
+        return RankTrainer(settings, TrainingSettings(**spec["training"]), rank=rank, world=world, mesh=mesh)
+    return RankForward(settings, rank=rank, world=world, mesh=mesh)
 
 
 def _hello(eng) -> dict:
@@ -412,7 +426,7 @@ def _hello(eng) -> dict:
     }
 
 
-def _serve(conn, eng) -> None:
+def _serve(conn, eng, build, rank: int) -> None:
     from .model_engine import ForwardPlan
     from .training_engine import UpdatePlan
 
@@ -427,14 +441,20 @@ def _serve(conn, eng) -> None:
         try:
             if "policy_version" in msg:
                 eng.policy_version = msg["policy_version"]
-            if op == "forward_backward":
+            if op == "rebuild":  # another engine on the same ranks and process group; the old one goes first
+                eng.close()
+                eng = None
+                gc.collect()
+                eng = build(msg["job_type"], msg["spec"])
+                value: Any = _hello(eng)
+            elif op == "forward_backward":
                 from . import loss as L
 
                 cfg = L.actor_config_from_meta(msg["actor_config"], msg["policy_loss_config"])
                 plan = UpdatePlan(cfg=cfg, db=msg["db"], parts=msg["parts"], micro_batching=None, **msg["numbers"])
                 with eng._profiled("forward_backward"):
                     acc = eng.run_update(plan, plan.db, plan.parts, dp_size=msg["dp_size"])
-                value: Any = acc.state()
+                value = acc.state()
             elif op == "forward":
                 plan = ForwardPlan(msg["db"], msg["parts"], msg["temperature"], msg["want_entropy"])
                 ctx = eng._profiled("forward") if isinstance(eng, TrainingEngine) else contextlib.nullcontext()
@@ -471,8 +491,8 @@ def _serve(conn, eng) -> None:
         except RequestError as e:
             reply = {"ok": False, "kind": "request", "error": e.reason, "status": e.status}
         except Exception as e:  # reported to the driver, which fails the job
-            logger.exception("rank %d: %s failed", eng.rank, op)
-            reply = {"ok": False, "kind": "internal", "error": f"rank {eng.rank}: {op}: {one_line(e)}"}
+            logger.exception("rank %d: %s failed", rank, op)
+            reply = {"ok": False, "kind": "internal", "error": f"rank {rank}: {op}: {one_line(e)}"}
         try:
             send(conn, reply)
         except (EOFError, OSError):

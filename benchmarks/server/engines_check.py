@@ -61,8 +61,11 @@ def token_logprobs(result: dict) -> list[float]:
     return [e[str(t)]["logprob"] for e, t in zip(result["logprobs"], result["token_ids"], strict=True)]
 
 
-def run_engines(model_dir: str, devices: dict[str, str], dtype: str, other_device: str, inject: bool) -> dict:
-    """One full pass: forward-backward + step, logprobs after the step, generation, sync, log_prob engine."""
+def run_engines(
+    model_dir: str, devices: dict[str, str], dtype: str, other_device: str, inject: bool, sharded: bool = False
+) -> dict:
+    """One full pass: forward-backward + step, logprobs after the step, generation, sync, log_prob engine; with
+    ``sharded``, the same update on the sharded engine too (``sharded_*``)."""
 
     def settings(dev):
         return E.EngineSettings(model_path=model_dir, device=dev, dtype=dtype, max_seq_len=64, seed=1)
@@ -79,17 +82,17 @@ def run_engines(model_dir: str, devices: dict[str, str], dtype: str, other_devic
     out["loss"] = torch.tensor(fb["metrics"]["loss"] + (1.0 if inject else 0.0))
     out["grad_norm"] = torch.tensor(trainer.step()["metrics"]["grad_norm"])
     out["logprobs_after_step"] = trainer.forward(batch, meta)["batch"]["logprobs"][:, P - 1 : P + R - 1][valid]
-    # the sharded engine (kind fsdp) at world size 1 on the training device: same batch, same start
-    sharded = ShardedTrainingEngine(
-        settings(devices["training"]), E.TrainingSettings(lr=1e-2, grad_clip=1.0), [devices["training"]]
-    )
-    try:
-        out["sharded_loss"] = torch.tensor(sharded.forward_backward(dict(batch, old_log_probs=old), meta)["avg_loss"])
-        out["sharded_grad_norm"] = torch.tensor(sharded.step()["metrics"]["grad_norm"])
-        after = sharded.forward(batch, meta)["batch"]["logprobs"][:, P - 1 : P + R - 1][valid]
-        out["sharded_logprobs_after_step"] = after
-    finally:
-        sharded.close()
+    if sharded:  # the sharded engine (kind fsdp) at world size 1 on the training device: same batch, same start
+        eng = ShardedTrainingEngine(
+            settings(devices["training"]), E.TrainingSettings(lr=1e-2, grad_clip=1.0), [devices["training"]]
+        )
+        try:
+            out["sharded_loss"] = torch.tensor(eng.forward_backward(dict(batch, old_log_probs=old), meta)["avg_loss"])
+            out["sharded_grad_norm"] = torch.tensor(eng.step()["metrics"]["grad_norm"])
+            after = eng.forward(batch, meta)["batch"]["logprobs"]
+            out["sharded_logprobs_after_step"] = after[:, P - 1 : P + R - 1][valid]
+        finally:
+            eng.close()
     sampler = E.SamplingEngine(settings(devices["sampling"]), max_batch_rows=8)
     sampler.load_weights_from(trainer.model)  # weight sync, across devices when placed apart
     # the trainer keeps float32 master weights (the job dtype is its autocast dtype); the sync casts them to the
@@ -143,7 +146,7 @@ def main(argv=None) -> int:
         model_dir = str(make_tiny_model(Path(tmp) / "model", seed=0))
         ref = run_engines(model_dir, {j: "cpu" for j in jobs}, "float32", "cpu", False)
         yard = run_engines(model_dir, {j: "cpu" for j in jobs}, "bfloat16", "cpu", False)
-        dut = run_engines(model_dir, devices, "bfloat16", other, inject)
+        dut = run_engines(model_dir, devices, "bfloat16", other, inject, sharded=True)
     rows = []
 
     def row(name, got, want, yardstick, scale=None):
@@ -155,17 +158,13 @@ def main(argv=None) -> int:
         print(f"engines_check {name:<24} err {err:.4g} (cpu bf16 {err_yard:.4g}, tol {tol:.4g}) -> "
               f"{'ok' if err <= tol else 'FAIL'}")  # fmt: skip
 
-    for key in (
-        "ref_logprobs",
-        "loss",
-        "grad_norm",
-        "logprobs_after_step",
-        "synced_logprobs",
-        "sharded_loss",
-        "sharded_grad_norm",
-        "sharded_logprobs_after_step",
-    ):
+    for key in ("ref_logprobs", "loss", "grad_norm", "logprobs_after_step", "synced_logprobs"):
         row(key, dut[key], ref[key], yard[key])
+    # the sharded engine runs in the device pass only (its rank is a process of its own, slow to start on CPU): it is
+    # held to the one-device engine's fp32 reference and bf16 yardstick (FSDP's bf16 parameters are not autocast's
+    # arithmetic, but the same precision)
+    for key in ("loss", "grad_norm", "logprobs_after_step"):
+        row(f"sharded_{key}", dut[f"sharded_{key}"], ref[key], yard[key])
     # the sync copies the cast master weights as they are: the norms must agree to rounding of the norm itself
     row("sync_weight_norm_diff", dut["sync_weight_norm_diff"], 0.0, 0.0, scale=0.0)
     # generation after the step and the sync: the first greedy token's log-prob vs the fp32 reference

@@ -32,7 +32,7 @@ import torch
 from arctic_platform.protocol import JobConfig, JobStatus
 from arctic_platform.server.engine_calls import call_locked
 from arctic_platform.server.errors import EngineFailed, RequestError
-from arctic_platform.server.fsdp_engine import ShardedForwardEngine, ShardedTrainingEngine, split_rows
+from arctic_platform.server.fsdp_engine import RankGroup, ShardedForwardEngine, ShardedTrainingEngine, split_rows
 from arctic_platform.server.jobs import Job
 from arctic_platform.server.logprob_engine import ForwardEngine
 from arctic_platform.server.model_engine import EngineSettings
@@ -79,6 +79,15 @@ def _batch(seed: int, b: int = 6) -> dict:
     }
 
 
+@pytest.fixture(scope="module")
+def ranks(tiny_model_dir):
+    """Two gloo rank processes shared by this file's engines: each test builds its engine on them
+    (``RankGroup.rebuild``), so the processes start once. The test that kills a rank runs last."""
+    group = RankGroup("training", _settings(tiny_model_dir, "float64"), TWO, training=_training(), threads=1)
+    yield group
+    group.close()
+
+
 def _settings(model_dir, dtype: str) -> EngineSettings:
     return EngineSettings(model_path=str(model_dir), device="cpu", dtype=dtype, max_seq_len=64)
 
@@ -120,10 +129,10 @@ def _assert_weights(one, two, tol: float) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_two_ranks_train_as_one_and_checkpoints_move_between_them(tiny_model_dir, tmp_path, dtype):
+def test_two_ranks_train_as_one_and_checkpoints_move_between_them(tiny_model_dir, tmp_path, ranks, dtype):
     scalar_tol, weight_tol = TOL[dtype]
     s = _settings(tiny_model_dir, dtype)
-    two = ShardedTrainingEngine(s, _training(), TWO, threads=1)
+    two = ShardedTrainingEngine(s, _training(), TWO, group=ranks)
     try:
         one = TrainingEngine(s, _training())
         assert two.describe()["world_size"] == 2 and two.param_dtype == one.param_dtype
@@ -153,12 +162,12 @@ def test_two_ranks_train_as_one_and_checkpoints_move_between_them(tiny_model_dir
         two.close()
 
 
-def test_two_ranks_train_lora_as_one_and_a_dead_rank_fails_the_engine(tiny_model_dir, tmp_path):
+def test_two_ranks_train_lora_as_one(tiny_model_dir, tmp_path, ranks):
     lora = {"rank": 4, "alpha": 8, "target_modules": "all-linear"}
     scalar_tol, weight_tol = TOL["float32"]
     s = _settings(tiny_model_dir, "float32")
     # with gradient checkpointing, as verl's LoRA examples run (applied before sharding, as verl does)
-    two = ShardedTrainingEngine(s, _training(lora, gradient_checkpointing=True), TWO, threads=1)
+    two = ShardedTrainingEngine(s, _training(lora, gradient_checkpointing=True), TWO, group=ranks)
     try:
         one = TrainingEngine(s, _training(lora, gradient_checkpointing=True))
         assert two.param_names == one.param_names and all("lora_" in n for n in two.param_names)
@@ -170,28 +179,13 @@ def test_two_ranks_train_lora_as_one_and_a_dead_rank_fails_the_engine(tiny_model
         resumed = TrainingEngine(s, _training(lora))
         resumed.load(tmp_path / "checkpoint-3")
         _assert_weights(one, resumed, weight_tol)
-
-        # a rank killed from outside: the next call fails at once with the reason (never hangs), which fails the job
-        job = Job(1, "training", str(tiny_model_dir), JobConfig(job_type="training"), engine=two)
-        job.set(JobStatus.RUNNING)
-        victim = two.pids[1]
-        os.kill(victim, signal.SIGKILL)
-        t0 = time.monotonic()
-        why = rf"rank 1 \(pid {victim}, cpu\) died with exit code -9"
-        with pytest.raises(RequestError, match=f"job 1 failed: {why}") as e:
-            call_locked(job, lambda: two.forward_backward(_batch(14), VANILLA), 30)
-        assert e.value.status == 500 and time.monotonic() - t0 < 30
-        assert job.status == JobStatus.FAILED and re.match(f"engine failed: {why}", job.reason)
-        with pytest.raises(EngineFailed, match="rank 1"):  # the engine stays failed
-            two.step()
-        assert not any(_alive(p) for p in two.pids)
     finally:
         two.close()
 
 
-def test_two_rank_log_prob_engine_scores_and_syncs_as_one(tiny_model_dir):
+def test_two_rank_log_prob_engine_scores_and_syncs_as_one(tiny_model_dir, ranks):
     s = _settings(tiny_model_dir, "float64")
-    two = ShardedForwardEngine(s, TWO, threads=1)
+    two = ShardedForwardEngine(s, TWO, group=ranks)
     try:
         one = ForwardEngine(s)
         trainer = TrainingEngine(s, _training())
@@ -212,6 +206,28 @@ def test_two_rank_log_prob_engine_scores_and_syncs_as_one(tiny_model_dir):
             for pa, pb in zip(ra["prompt_logprobs"][1:], rb["prompt_logprobs"][1:], strict=True):
                 assert pa.keys() == pb.keys()
                 assert all(abs(pa[k]["logprob"] - pb[k]["logprob"]) <= 1e-10 for k in pa)
+    finally:
+        two.close()
+
+
+def test_a_dead_rank_fails_the_job_at_once_with_its_reason(tiny_model_dir, ranks):
+    """Last in this file: it kills one of the shared ranks."""
+    two = ShardedTrainingEngine(_settings(tiny_model_dir, "float32"), _training(), TWO, group=ranks)
+    try:
+        # a rank killed from outside: the next call fails at once with the reason (never hangs), which fails the job
+        job = Job(1, "training", str(tiny_model_dir), JobConfig(job_type="training"), engine=two)
+        job.set(JobStatus.RUNNING)
+        victim = two.pids[1]
+        os.kill(victim, signal.SIGKILL)
+        t0 = time.monotonic()
+        why = rf"rank 1 \(pid {victim}, cpu\) died with exit code -9"
+        with pytest.raises(RequestError, match=f"job 1 failed: {why}") as e:
+            call_locked(job, lambda: two.forward_backward(_batch(14), VANILLA), 30)
+        assert e.value.status == 500 and time.monotonic() - t0 < 30
+        assert job.status == JobStatus.FAILED and re.match(f"engine failed: {why}", job.reason)
+        with pytest.raises(EngineFailed, match="rank 1"):  # the engine stays failed
+            two.step()
+        assert not any(_alive(p) for p in two.pids)
     finally:
         two.close()
 
