@@ -430,8 +430,10 @@ SETTINGS: tuple[Setting, ...] = (
         "rollout quantisation",
         C.refuse_unless_default(f"{R}.quantization_config_file", "samples unquantised", "unset it"),
     ),
-    Setting(f"{R}.mtp", REFUSED, "MTP speculative decoding (mirrors model.mtp)"),
-    Setting(f"{R}.qat", REFUSED, "QAT rollout (mirrors actor qat)"),
+    Setting(
+        f"{R}.mtp.*", REFUSED, "MTP speculative decoding (mirrors model.mtp: a sub-tree once verl resolves the config)"
+    ),
+    Setting(f"{R}.qat.*", REFUSED, "QAT rollout (mirrors actor qat: a sub-tree once verl resolves the config)"),
     Setting(
         f"{R}.disaggregation.*",
         REFUSED,
