@@ -287,7 +287,7 @@ def _apply_penalties(logits: torch.Tensor, items: list[GenerateItem], prompts: l
 TORCH_VLLM_CONFIG = {
     "max_num_seqs": "honoured: rows decoded together",
     "max_model_len": "honoured: the job's max_seq_len",
-    "tensor_parallel_size": "1 only (one device per job)",
+    "tensor_parallel_size": "1 only (the torch loop runs one replica on one device)",
     "enforce_eager": "the torch loop always runs eagerly (true or false: no graphs are captured)",
     "gpu_memory_utilization": "no effect: the torch loop preallocates no KV cache (its cache grows with the batch)",
     "enable_chunked_prefill": "no effect on results: the torch loop prefills each batch in one pass",
