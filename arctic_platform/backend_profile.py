@@ -31,7 +31,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .protocol import AGG_MODES, CAPABILITIES, KL_TYPES, LOSS_MODES
 
-__all__ = ["ARCTIC_PLATFORM_MAIN", "CORTEX", "BackendProfile", "embedded_profile", "profile_from_health"]
+__all__ = [
+    "ARCTIC_PLATFORM_MAIN",
+    "CORTEX",
+    "EMBEDDED_NAME",
+    "BackendProfile",
+    "embedded_profile",
+    "profile_from_health",
+]
 
 
 class BackendProfile(BaseModel):
@@ -90,6 +97,8 @@ class BackendProfile(BaseModel):
     ``model_dtype`` fp32, ``mixed_precision.param_dtype`` bf16 as the autocast dtype). Several: the job's dtype
     picks one (``remote_backend.arctic.dtype`` -> ``extensions.dtype``; null: bfloat16 on CUDA, float32 on CPU);
     one: fixed by the backend's engine."""
+    image_inputs: bool = False
+    """``/generate`` takes images / videos with a prompt (a multimodal model's rollout)."""
     packed_attention: tuple[str, ...] | None = None
     """When the training engine packs each micro-batch into one ``[1, T]`` row: the attention implementations that
     keep its sequences apart (by ``position_ids``); with any other, a sequence attends to the ones packed before it.
@@ -154,11 +163,15 @@ CORTEX = ARCTIC_PLATFORM_MAIN.model_copy(
 """Snowflake Cortex over SnowAPI (:mod:`arctic_platform.client.cortex`): no ``/health`` to read, so fixed."""
 
 
+EMBEDDED_NAME = "the embedded arctic-verl server"
+"""The embedded server's name in refusals (its profile's ``name``)."""
+
+
 def embedded_profile(*, attn_implementations: tuple[str, ...]) -> BackendProfile:
     """The embedded torch server's profile (what ``GET /health`` advertises): verl's own losses, schedules and
     micro-batching (:mod:`arctic_platform.server.loss`), LoRA through peft, the torch profiler."""
     return BackendProfile(
-        name="the embedded arctic-verl server",
+        name=EMBEDDED_NAME,
         loss_modes=LOSS_MODES,
         agg_modes=AGG_MODES,
         kl_types=KL_TYPES,

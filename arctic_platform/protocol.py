@@ -71,9 +71,11 @@ __all__ = [
     "JobTypeName",
     "Lora",
     "LrSchedule",
+    "OptimizerSpec",
     "ReferenceTrainingConfig",
     "SamplingParams",
     "build_ds_config",
+    "ds_scheduler",
     "first_error",
     "gpus_flag",
     "job_gpu_counts",
@@ -82,6 +84,7 @@ __all__ = [
     "read_lora",
     "read_lr_schedule",
     "read_training_config",
+    "schedule_settings",
 ]
 
 # ------------------------------------------------------------------------------------------------
@@ -205,6 +208,17 @@ AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-me
 KL_BASE_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
 KL_TYPES = KL_BASE_TYPES + tuple(k + "+" for k in KL_BASE_TYPES)
 """A ``+`` suffix is the straight-through variant (forward value of the base, gradient of k2)."""
+
+DEFAULT_SEED = 42
+"""A job's seed when its config names none (the reference's)."""
+DEFAULT_LR = 1e-6
+"""Peak learning rate of a training job when nothing names one (verl's actor default)."""
+DEFAULT_BETAS = (0.9, 0.999)
+DEFAULT_EPS = 1e-8
+DEFAULT_WEIGHT_DECAY = 0.01
+"""Decoupled (AdamW) weight decay (verl's default)."""
+DEFAULT_GRAD_CLIP = 1.0
+"""Max global grad norm (verl's actor ``grad_clip``)."""
 
 # ------------------------------------------------------------------------------------------------
 # job configuration: the sections of a JobConfig the embedded server reads, typed
@@ -365,7 +379,8 @@ class DsSchedulerParams(_Read):
     """WarmupLR's peak: the optimizer's ``lr`` (they must agree)."""
     warmup_num_steps: _Number | None = None
     """Warmup ticks (WarmupLR's default 1000, WarmupCosineLR's 0)."""
-    warmup_min_ratio: _Zero = 0.0
+    warmup_min_ratio: _Fraction = 0.0
+    """WarmupCosineLR's warmup start, a fraction of the peak (verl's ``init_lr_ratio``)."""
     total_num_steps: _Steps | None = None
     """WarmupCosineLR's horizon in ticks (required there)."""
     cos_min_ratio: _Fraction = 0.0
@@ -486,7 +501,16 @@ class DsWorkerConfig(_Read):
 
 
 class LrSchedule(_Read):
-    """``extensions.lr_schedule``: verl's ``actor.optim`` schedule keys (meaning: :func:`read_lr_schedule`)."""
+    """The LR schedule, one typed spec from the verl plugin through the client to the server: verl's ``actor.optim``
+    schedule keys (sent as ``extensions.lr_schedule``), counted in *ticks* (verl: one per training step).
+
+    :meth:`warmup` is verl's warmup rule (``lr_warmup_steps`` when > 0, else ``lr_warmup_steps_ratio`` of the
+    horizon), written here once: the server's scheduler, the plugin's checks and :func:`ds_scheduler` (the DeepSpeed
+    scheduler a reference server gets) all call it. ``total_training_steps`` None or <= 0 means "not known yet" (a
+    ``/step`` brings it). ``init_lr_ratio`` is where a cosine warmup starts (verl's ``get_cosine_schedule_with_warmup``
+    argument; Megatron's ``lr_warmup_init`` / ``lr``); ``warmup_style`` is verl's deprecated name of
+    ``lr_scheduler_type``.
+    """
 
     lr_scheduler_type: _LrKind | None = None
     warmup_style: _LrKind | None = None
@@ -497,13 +521,60 @@ class LrSchedule(_Read):
     min_lr_ratio: _Fraction | None = None
     num_cycles: _Real | None = None
     zero_indexed_step: Annotated[bool, Strict()] = True
+    init_lr_ratio: _Fraction | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> LrSchedule:
         style, kind = self.warmup_style, self.lr_scheduler_type
         if style is not None and kind not in (None, style):
             raise _refuse(f"{style!r} contradicts lr_scheduler_type {kind!r}", at="warmup_style")
+        if self.init_lr_ratio and self.kind != "cosine":
+            raise _refuse("is read by the cosine schedule only (verl's constant schedule warms up from 0)",
+                          at="init_lr_ratio")  # fmt: skip
         return self
+
+    @property
+    def kind(self) -> str:
+        """``constant`` or ``cosine``."""
+        return self.warmup_style or self.lr_scheduler_type or "constant"
+
+    @property
+    def horizon(self) -> int | None:
+        """The horizon in ticks; None while unknown."""
+        t = self.total_training_steps
+        return int(t) if t is not None and t > 0 else None
+
+    def warmup(self, horizon: int | None = None) -> int:
+        """verl's warmup rule: ``lr_warmup_steps`` when > 0, else ``int(lr_warmup_steps_ratio * horizon)``
+        (``horizon``: this schedule's own when None; 0 while neither is known)."""
+        w = self.lr_warmup_steps
+        if w is not None and w > 0:
+            return int(w)
+        horizon = self.horizon if horizon is None else horizon
+        return int(float(self.lr_warmup_steps_ratio or 0.0) * horizon) if horizon else 0
+
+    def needs_horizon(self) -> bool:
+        """Whether the schedule cannot be built before the horizon is known (cosine, or a warmup ratio)."""
+        w = self.lr_warmup_steps
+        return self.kind == "cosine" or ((w is None or w <= 0) and float(self.lr_warmup_steps_ratio or 0.0) > 0)
+
+    def moves(self) -> bool:
+        """Whether the rate ever differs from ``lr`` (a warmup or a cosine)."""
+        return self.kind != "constant" or self.needs_horizon() or self.warmup() > 0
+
+
+class OptimizerSpec(BaseModel):
+    """The training job's AdamW and gradient clipping, one typed spec from the verl plugin through the client to the
+    ``ds_config`` a server reads (:func:`build_ds_config`). Defaults apply when nothing names a value."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    lr: float = Field(DEFAULT_LR, ge=0)
+    betas: tuple[float, float] = DEFAULT_BETAS
+    eps: float = Field(DEFAULT_EPS, gt=0)
+    weight_decay: float = Field(DEFAULT_WEIGHT_DECAY, ge=0)
+    """Decoupled (AdamW) weight decay."""
+    grad_clip: float | None = DEFAULT_GRAD_CLIP
+    """Max global grad norm; None or <= 0: no clipping (the norm is still reported)."""
 
 
 class Lora(_Read):
@@ -539,16 +610,6 @@ class Extensions(_Read):
 # request models (reference names: common/utils/server_models.py)
 # ------------------------------------------------------------------------------------------------
 
-DEFAULT_SEED = 42
-"""A job's seed when its config names none (the reference's)."""
-DEFAULT_LR = 1e-6
-"""Peak learning rate of a training job when nothing names one (verl's actor default)."""
-DEFAULT_BETAS = (0.9, 0.999)
-DEFAULT_EPS = 1e-8
-DEFAULT_WEIGHT_DECAY = 0.01
-"""Decoupled (AdamW) weight decay (verl's default)."""
-DEFAULT_GRAD_CLIP = 1.0
-"""Max global grad norm (verl's actor ``grad_clip``)."""
 _LEGACY_JOB_KEYS = {
     "device": "extensions.device",
     "dtype": "extensions.dtype",
@@ -838,70 +899,95 @@ def _typed(model: type[M], value: Any, root: str) -> M | None:
         raise DsConfigError(key, f"{root}.{reason}" if key else f"{root}: {reason}", root) from None
 
 
+def ds_scheduler(schedule: LrSchedule, lr: float, ticks_per_step: int = 1) -> dict | None:
+    """The DeepSpeed ``scheduler`` a server that ticks once per ``/step`` needs to run ``schedule`` (a reference
+    server: it does not read ``extensions.lr_schedule``): ``WarmupLR`` (a constant rate after a linear warmup from 0)
+    or ``WarmupCosineLR``, warmup and horizon scaled by ``ticks_per_step`` (optimizer steps per schedule tick: verl
+    ticks once per training step, a DeepSpeed server once per optimizer step). None when there is nothing to
+    schedule (a constant rate without warmup) or the horizon it needs is not known yet.
+
+    ``num_cycles`` and ``zero_indexed_step`` have no DeepSpeed counterpart (WarmupCosineLR is verl's default half
+    cosine from step 0); the verl plugin refuses them for a server without verl's schedule.
+    """
+    k = max(1, int(ticks_per_step))
+    if schedule.needs_horizon() and schedule.horizon is None:
+        return None
+    warmup = schedule.warmup() * k
+    if schedule.kind == "cosine":
+        return {
+            "type": "WarmupCosineLR",
+            "params": {
+                "total_num_steps": int(schedule.horizon) * k,
+                "warmup_num_steps": warmup,
+                "warmup_min_ratio": float(schedule.init_lr_ratio or 0.0),
+                "cos_min_ratio": float(schedule.min_lr_ratio or 0.0),
+                "warmup_type": "linear",
+            },
+        }
+    if warmup > 0:
+        return {
+            "type": "WarmupLR",
+            "params": {
+                "warmup_min_lr": 0.0,
+                "warmup_max_lr": float(lr),
+                "warmup_num_steps": warmup,
+                "warmup_type": "linear",
+            },
+        }
+    return None
+
+
 def build_ds_config(
+    optimizer: OptimizerSpec,
+    schedule: LrSchedule | None = None,
     *,
-    lr: float,
-    betas: tuple[float, float] = DEFAULT_BETAS,
-    eps: float = DEFAULT_EPS,
-    weight_decay: float = DEFAULT_WEIGHT_DECAY,
-    grad_clip: float | None = None,
-    lr_scheduler_type: str = "constant",
-    warmup_steps: int = 0,
-    total_steps: int | None = None,
-    min_lr_ratio: float = 0.0,
+    ticks_per_step: int = 1,
     micro_batch_size: int | None = None,
     base: dict | None = None,
 ) -> dict:
-    """A ``ds_config`` in the reference adapter's shape: AdamW ``optimizer``, ``gradient_clipping`` and a
-    ``WarmupLR`` / ``WarmupCosineLR`` ``scheduler`` (one tick per ``/step``), over ``base`` (e.g. a zero config)."""
+    """A ``ds_config`` in the reference adapter's shape: AdamW ``optimizer``, ``gradient_clipping`` and the
+    ``scheduler`` of :func:`ds_scheduler` (one tick per ``/step``), over ``base`` (e.g. a zero config)."""
     cfg = dict(base or {})
     cfg["optimizer"] = {
         "type": "AdamW",
         "params": {
-            "lr": float(lr),
-            "betas": [float(b) for b in betas],
-            "eps": float(eps),
-            "weight_decay": weight_decay,
+            "lr": float(optimizer.lr),
+            "betas": [float(b) for b in optimizer.betas],
+            "eps": float(optimizer.eps),
+            "weight_decay": optimizer.weight_decay,
         },
     }
-    if grad_clip is not None and grad_clip > 0:
-        cfg["gradient_clipping"] = float(grad_clip)
-    if lr_scheduler_type == "cosine":
-        if not total_steps:
-            raise ValueError("lr_scheduler_type='cosine' needs total_steps")
-        cfg["scheduler"] = {
-            "type": "WarmupCosineLR",
-            "params": {
-                "total_num_steps": int(total_steps),
-                "warmup_num_steps": int(warmup_steps),
-                "warmup_min_ratio": 0.0,
-                "cos_min_ratio": float(min_lr_ratio),
-                "warmup_type": "linear",
-            },
-        }
-    elif lr_scheduler_type == "constant":
-        if warmup_steps > 0:
-            cfg["scheduler"] = {
-                "type": "WarmupLR",
-                "params": {
-                    "warmup_min_lr": 0.0,
-                    "warmup_max_lr": float(lr),
-                    "warmup_num_steps": int(warmup_steps),
-                    "warmup_type": "linear",
-                },
-            }
-    else:
-        raise ValueError(f"lr_scheduler_type {lr_scheduler_type!r} is not 'constant' or 'cosine'")
+    if optimizer.grad_clip is not None and optimizer.grad_clip > 0:
+        cfg["gradient_clipping"] = float(optimizer.grad_clip)
+    scheduler = ds_scheduler(schedule, optimizer.lr, ticks_per_step) if schedule is not None else None
+    if scheduler is not None:
+        cfg["scheduler"] = scheduler
     if micro_batch_size is not None:
         cfg["train_micro_batch_size_per_gpu"] = int(micro_batch_size)
     return cfg
 
 
+def schedule_settings(schedule: LrSchedule) -> dict[str, Any]:
+    """``schedule`` as the server's ``TrainingSettings`` keyword arguments (the readers below all end here)."""
+    w = schedule.lr_warmup_steps
+    return {
+        "lr_scheduler_type": schedule.kind,
+        "warmup_steps": int(w) if w is not None and w > 0 else 0,
+        "warmup_steps_ratio": float(schedule.lr_warmup_steps_ratio or 0.0),
+        "total_steps": schedule.horizon,
+        "min_lr_ratio": float(schedule.min_lr_ratio or 0.0),
+        "num_cycles": 0.5 if schedule.num_cycles is None else float(schedule.num_cycles),
+        "zero_indexed_step": schedule.zero_indexed_step,
+        "init_lr_ratio": float(schedule.init_lr_ratio or 0.0),
+    }
+
+
 def read_ds_config(ds_config: DsConfig | dict | None) -> dict[str, Any]:
     """The training settings a ``ds_config`` asks for (:class:`DsConfig`), as keyword arguments of the server's
     ``TrainingSettings``: the optimizer's, ``grad_clip``, the scheduler's (``WarmupLR``: constant after the warmup;
-    ``WarmupCosineLR``), ``micro_batch_size`` and the ``dtype`` ``bf16`` / ``fp16`` enables. ``None`` gives ``{}``
-    (the defaults); a dict that :class:`DsConfig` refuses raises :class:`DsConfigError` naming the key.
+    ``WarmupCosineLR``; as an :class:`LrSchedule`, :func:`schedule_settings`), ``micro_batch_size`` and the ``dtype``
+    ``bf16`` / ``fp16`` enables. ``None`` gives ``{}`` (the defaults); a dict that :class:`DsConfig` refuses raises
+    :class:`DsConfigError` naming the key.
     """
     ds = _typed(DsConfig, ds_config, "ds_config")
     if ds is None:
@@ -916,16 +1002,18 @@ def read_ds_config(ds_config: DsConfig | dict | None) -> dict[str, Any]:
         p = ds.scheduler.params
         if ds.scheduler.type == "WarmupLR":
             warmup = 1000 if p.warmup_num_steps is None else p.warmup_num_steps
-            out.update(lr_scheduler_type="constant", warmup_steps=int(warmup))
+            schedule = LrSchedule(lr_scheduler_type="constant", lr_warmup_steps=int(warmup))
             if p.warmup_max_lr is not None:
                 out["lr"] = float(p.warmup_max_lr)
         else:
-            out.update(
+            schedule = LrSchedule(
                 lr_scheduler_type="cosine",
-                total_steps=int(p.total_num_steps),
-                warmup_steps=int(p.warmup_num_steps or 0),
+                total_training_steps=int(p.total_num_steps),
+                lr_warmup_steps=int(p.warmup_num_steps or 0),
                 min_lr_ratio=float(p.cos_min_ratio),
+                init_lr_ratio=float(p.warmup_min_ratio) or None,
             )
+        out.update(schedule_settings(schedule))
     if ds.train_micro_batch_size_per_gpu is not None:
         out["micro_batch_size"] = ds.train_micro_batch_size_per_gpu
     for key, dtype in (("bf16", "bfloat16"), ("fp16", "float16")):
@@ -957,10 +1045,16 @@ def read_training_config(tc: ReferenceTrainingConfig | dict | None) -> dict[str,
         out["grad_clip"] = float(clip) if clip > 0 else None
     s, horizon = tc.lr_scheduler, int(tc.training_horizon or 0)
     if s is not None and horizon > 0:
+        # the reference rounds a warmup ratio of its horizon (verl truncates): resolved here, as a step count
         warmup = s.warmup_steps if s.warmup_steps is not None else s.warmup_ratio * horizon
-        out.update(lr_scheduler_type=s.type, warmup_steps=int(round(warmup)))
-        if s.type == "cosine":
-            out.update(total_steps=horizon, min_lr_ratio=float(s.min_lr_ratio or 0.0))
+        cosine = s.type == "cosine"
+        schedule = LrSchedule(
+            lr_scheduler_type=s.type,
+            lr_warmup_steps=int(round(warmup)),
+            total_training_steps=horizon if cosine else None,
+            min_lr_ratio=float(s.min_lr_ratio or 0.0) if cosine else None,
+        )
+        out.update(schedule_settings(schedule))
     return out
 
 
@@ -969,26 +1063,10 @@ def read_training_config(tc: ReferenceTrainingConfig | dict | None) -> dict[str,
 # ------------------------------------------------------------------------------------------------
 
 
-def read_lr_schedule(value: LrSchedule | dict | None) -> dict[str, Any]:
-    """``extensions.lr_schedule`` (verl's optimizer keys) as ``TrainingSettings`` keyword arguments.
-
-    ``lr_warmup_steps`` <= 0 or None means ``lr_warmup_steps_ratio`` of the horizon; ``total_training_steps`` None or
-    <= 0 means "not known yet" (a ``/step`` brings it); ``warmup_style`` is verl's deprecated name of
-    ``lr_scheduler_type``. A dict :class:`LrSchedule` refuses raises :class:`DsConfigError`.
-    """
-    s = _typed(LrSchedule, value, "extensions.lr_schedule")
-    if s is None:
-        return {}
-    w, t = s.lr_warmup_steps, s.total_training_steps
-    return {
-        "lr_scheduler_type": s.warmup_style or s.lr_scheduler_type or "constant",
-        "warmup_steps": int(w) if w is not None and w > 0 else 0,
-        "warmup_steps_ratio": float(s.lr_warmup_steps_ratio or 0.0),
-        "total_steps": int(t) if t is not None and t > 0 else None,
-        "min_lr_ratio": float(s.min_lr_ratio or 0.0),
-        "num_cycles": 0.5 if s.num_cycles is None else float(s.num_cycles),
-        "zero_indexed_step": s.zero_indexed_step,
-    }
+def read_lr_schedule(value: LrSchedule | dict | None) -> LrSchedule | None:
+    """``extensions.lr_schedule`` as an :class:`LrSchedule` (None when absent). A dict :class:`LrSchedule` refuses
+    raises :class:`DsConfigError`."""
+    return _typed(LrSchedule, value, "extensions.lr_schedule")
 
 
 def read_lora(value: Lora | dict | None) -> dict[str, Any] | None:

@@ -7,8 +7,10 @@
 #
 #   benchmarks/gpu_check.sh --prepare   HERE (network): build the wheel of this commit and download the wheels the
 #                                       bare machine lacks (pytest-asyncio, pytest-timeout, fastapi, uvicorn,
-#                                       pydantic + core cp312, starlette, anyio, ...) into gpu_carry/ (git-ignored;
-#                                       size checked <= 60 MiB)
+#                                       pydantic + core cp312, starlette, anyio, ...; and what the engines step
+#                                       imports through verl: benchmarks/gpu_carry.py ENGINES_IMPORTS, ray as a
+#                                       16 MiB zip of its wheel without what `import ray` never loads) into
+#                                       gpu_carry/ (git-ignored; size checked <= 60 MiB)
 #   benchmarks/gpu_check.sh             THERE: install gpu_carry/ (pip --no-index --no-deps --target), then the steps
 #   benchmarks/gpu_check.sh --dry       CPU, TRITON_INTERPRET=1, tiny shapes: every step's code path (CI runs it)
 #
@@ -32,7 +34,7 @@ case "${1:-}" in
   --dry) MODE=dry ;;
   --prepare) MODE=prepare ;;
   "") ;;
-  -h|--help) sed -n '4,27p' "$0"; exit 0 ;;
+  -h|--help) sed -n '4,29p' "$0"; exit 0 ;;
   *) echo "gpu_check: unknown argument $1 (--prepare, --dry or none)" >&2; exit 2 ;;
 esac
 CARRY="${ARCTIC_GPU_CARRY:-$REPO/gpu_carry}"
@@ -64,12 +66,30 @@ PY
 )
   fi
   echo "gpu_check --prepare: downloading ${PINS[*]} (+ dependencies) for cp312 manylinux x86_64"
-  "$PY" -m pip download -q --dest "$CARRY" --only-binary :all: --python-version 3.12 --implementation cp \
-    --abi cp312 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform any "${PINS[@]}"
+  DL=(-q --only-binary :all: --python-version 3.12 --implementation cp --abi cp312 --platform manylinux2014_x86_64
+      --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 --platform any)
+  "$PY" -m pip download "${DL[@]}" --dest "$CARRY" "${PINS[@]}"
   for f in "$CARRY"/*.whl; do
     base="$(basename "$f" | tr 'A-Z_' 'a-z-')"
     if [[ "$base" =~ $CARRY_SKIP_RE ]]; then rm -f "$f"; fi
   done
+  # the engines step imports verl, which imports ray, tensordict, omegaconf, ...: what of that the bare image lacks,
+  # pinned to the CPU test environment (no dependencies resolved again: gpu_carry.py lists the closure); ray stripped
+  [ -x "$REPO/.venv/bin/python" ] || { echo "gpu_check --prepare: no .venv (run ./build.sh test first)" >&2; exit 1; }
+  mapfile -t VERL_DEPS < <("$REPO/.venv/bin/python" "$REPO/benchmarks/gpu_carry.py" list)
+  VERL_DEPS+=("ray==$("$REPO/.venv/bin/python" -c 'from importlib.metadata import version; print(version("ray"))')")
+  echo "gpu_check --prepare: downloading ${VERL_DEPS[*]} (no dependencies) for the engines step's verl import"
+  RAYDL="$(mktemp -d)"
+  # --no-deps lets pip take an sdist where a release has no wheel (antlr4-python3-runtime 4.9.3): built here below
+  "$PY" -m pip download "${DL[@]/:all:/:none:}" --prefer-binary --no-deps --dest "$RAYDL" "${VERL_DEPS[@]}"
+  for f in "$RAYDL"/*; do
+    case "$(basename "$f")" in
+      ray-*.whl) "$PY" "$REPO/benchmarks/gpu_carry.py" strip-ray "$f" "$CARRY/$(basename "$f" .whl)-core.zip" ;;
+      *.whl) mv "$f" "$CARRY/" ;;
+      *) "$PY" -m pip wheel -q --no-deps --wheel-dir "$CARRY" "$f" ;;  # a pure-Python sdist
+    esac
+  done
+  rm -rf "$RAYDL"
   (cd "$REPO" && git rev-parse HEAD) > "$CARRY/COMMIT"
   if [ -n "$(cd "$REPO" && git status --porcelain --untracked-files=no)" ]; then
     echo "gpu_check --prepare: WARNING: uncommitted changes; the wheel holds them, COMMIT says $(cat "$CARRY/COMMIT")" >&2
@@ -174,15 +194,19 @@ install_carry() {
     echo "no carry folder $CARRY and arctic_platform is not importable: run benchmarks/gpu_check.sh --prepare here and carry gpu_carry/" >&2
     return 1
   fi
-  local whls=("$CARRY"/*.whl)
+  local whls=("$CARRY"/*.whl) zips=()
   [ -e "${whls[0]}" ] || { echo "$CARRY holds no wheel" >&2; return 1; }
+  for z in "$CARRY"/*.zip; do [ -e "$z" ] && zips+=("$z"); done
   if "$PY" -m pip --version >/dev/null 2>&1; then
     "$PY" -m pip install -q --no-index --no-deps --find-links "$CARRY" --target "$SITE" "${whls[@]}" || return 1
   else  # no pip on the machine: a wheel is a zip archive laid out for site-packages
     echo "pip not available for $PY: unpacking the wheels"
     "$PY" -c 'import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]' "$SITE" "${whls[@]}" || return 1
   fi
-  echo "installed ${#whls[@]} wheels from $CARRY (commit $(cat "$CARRY/COMMIT" 2>/dev/null || echo '?')) into $SITE"
+  if [ ${#zips[@]} -gt 0 ]; then  # packages carried as site-packages zips (ray, stripped: gpu_carry.py)
+    "$PY" -c 'import sys, zipfile; [zipfile.ZipFile(z).extractall(sys.argv[1]) for z in sys.argv[2:]]' "$SITE" "${zips[@]}" || return 1
+  fi
+  echo "installed ${#whls[@]} wheels and ${#zips[@]} zips from $CARRY (commit $(cat "$CARRY/COMMIT" 2>/dev/null || echo '?')) into $SITE"
 }
 
 import_check() {
@@ -253,7 +277,7 @@ step import 60 import_check
 step cascade 240 "$PY" "$REPO/benchmarks/kernels/bench_cascade.py" "${BENCH_DRY[@]}" --out "$OUTDIR"
 if [ "$MODE" = dry ]; then DENSIFY_ARGS=(--dry); else DENSIFY_ARGS=(--device cuda); fi
 step densify 90 "$PY" "$REPO/benchmarks/kernels/bench_densify.py" "${DENSIFY_ARGS[@]}" --out "$OUTDIR"
-step engines 150 "$PY" "$REPO/benchmarks/server/engines_check.py" "${BENCH_DRY[@]}" --out "$OUTDIR"
+step engines 210 "$PY" "$REPO/benchmarks/server/engines_check.py" "${BENCH_DRY[@]}" --out "$OUTDIR"
 step sanitizer 120 sanitizer
 step pytest 200 gpu_pytest
 

@@ -36,7 +36,6 @@ _EXPORTS = {
     "OnPremConfig": "config",
     "CortexConfig": "config",
     "TrainingConfig": "config",
-    "OptimizerConfig": "config",
     "SamplingConfig": "config",
     "ArcticRLError": "errors",
     "ArcticRLJobError": "errors",

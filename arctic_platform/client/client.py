@@ -355,6 +355,14 @@ class AsyncArcticRLClient:
         ``ds_worker_config.attn_implementation`` left unset there resolved to the server's default
         (:attr:`BackendProfile.default_attn_implementation`; Arctic-Platform's engine refuses a job without one)."""
         body = self.config.job_config(job_type)
+        schedule = self.config.training.lr_schedule
+        if job_type == "training" and not self.backend_profile.lr_schedule and schedule.needs_horizon():
+            if schedule.horizon is None:  # the ds_config scheduler could not say it: never a silent constant rate
+                raise ValueError(
+                    f"training.lr_schedule ({schedule.kind}, warmup ratio {schedule.lr_warmup_steps_ratio}) needs "
+                    f"total_training_steps: {self.backend_profile.name} runs the ds_config scheduler, built with the "
+                    "job"
+                )
         wc = body.get("ds_worker_config")
         if wc is not None and wc.get("attn_implementation") is None:
             wc["attn_implementation"] = self.backend_profile.default_attn_implementation

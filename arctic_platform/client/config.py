@@ -31,13 +31,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from ..protocol import (
-    DEFAULT_BETAS,
-    DEFAULT_EPS,
-    DEFAULT_GRAD_CLIP,
-    DEFAULT_LR,
     DEFAULT_MAX_SEQ_LEN,
-    DEFAULT_WEIGHT_DECAY,
     JOB_CREATE_ORDER,
+    LrSchedule,
+    OptimizerSpec,
     build_ds_config,
     job_gpu_counts,
 )
@@ -48,7 +45,6 @@ __all__ = [
     "LocalConfig",
     "LogProbConfig",
     "OnPremConfig",
-    "OptimizerConfig",
     "SamplingConfig",
     "TrainingConfig",
     "JOB_CREATE_ORDER",
@@ -59,34 +55,22 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class OptimizerConfig(_Model):
-    """AdamW settings sent to the training job."""
-
-    lr: float = Field(DEFAULT_LR, ge=0)
-    """Peak learning rate (verl's actor default)."""
-    betas: tuple[float, float] = DEFAULT_BETAS
-    """Adam betas."""
-    weight_decay: float = Field(DEFAULT_WEIGHT_DECAY, ge=0)
-    """Decoupled weight decay (verl's default)."""
-    eps: float = Field(DEFAULT_EPS, gt=0)
-    """Adam epsilon."""
-
-
 class TrainingConfig(_Model):
-    """Optimizer, gradient clipping, LR schedule and checkpoint root of the training job."""
+    """Optimizer, LR schedule and checkpoint root of the training job.
 
-    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
-    """AdamW settings."""
-    grad_clip: float | None = DEFAULT_GRAD_CLIP
-    """Max global grad norm; None or <= 0 disables clipping (the norm is still reported)."""
-    lr_scheduler_type: Literal["constant", "cosine"] = "constant"
-    """verl's ``get_constant_schedule_with_warmup`` / ``get_cosine_schedule_with_warmup``; one tick per ``step()``."""
-    warmup_steps: int = Field(0, ge=0)
-    """Linear warmup from 0 over this many ``step()`` calls."""
-    total_steps: int | None = Field(None, ge=1)
-    """Cosine horizon in ``step()`` calls (required for cosine)."""
-    min_lr_ratio: float = Field(0.0, ge=0, le=1)
-    """Cosine floor as a fraction of ``lr``."""
+    ``optimizer`` and ``lr_schedule`` are the protocol's typed specs (:class:`~arctic_platform.protocol.OptimizerSpec`,
+    :class:`~arctic_platform.protocol.LrSchedule`), as the verl plugin builds them from verl's own config: the job
+    body sends the schedule as ``extensions.lr_schedule`` (a server with verl's schedule) and, derived from it by
+    :func:`~arctic_platform.protocol.ds_scheduler`, as ``ds_config.scheduler`` (a reference server).
+    """
+
+    optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)
+    """AdamW and gradient clipping."""
+    lr_schedule: LrSchedule = Field(default_factory=LrSchedule)
+    """verl's schedule, counted in ticks (verl: one per training step); default: a constant rate."""
+    optimizer_steps_per_tick: int = Field(1, ge=1)
+    """Optimizer steps (``/step`` calls) per schedule tick (verl: PPO mini-batches x epochs per training step), which
+    scales the DeepSpeed scheduler a server that ticks per ``/step`` gets."""
     checkpoint_path: str | None = None
     """Default save root: saves land in ``<checkpoint_path>/arctic_rl_job_<id>/`` unless ``save(path=...)``."""
     micro_batch_size: int | None = Field(None, ge=1)
@@ -105,21 +89,9 @@ class TrainingConfig(_Model):
     """``JobConfig.cuda_ipc`` (weight sync of a colocated server)."""
     low_memory: bool = False
     """``JobConfig.low_memory`` (with cuda_ipc: one parameter at a time)."""
-    lr_schedule: dict[str, Any] | None = None
-    """Extension ``extensions.lr_schedule`` (embedded server): verl's ``actor.optim`` schedule keys
-    (``lr_scheduler_type``, ``lr_warmup_steps``, ``lr_warmup_steps_ratio``, ``total_training_steps``,
-    ``min_lr_ratio``, ``num_cycles``, ``zero_indexed_step``), counted in ticks the client asks for (verl: one per
-    training step). Supersedes ``lr_scheduler_type`` / ``warmup_steps`` / ``total_steps`` / ``min_lr_ratio`` there;
-    the ds_config scheduler is still sent for servers that do not read it."""
     lora: dict[str, Any] | None = None
     """Extension ``extensions.lora`` (embedded server): ``{rank, alpha, target_modules, exclude_modules,
     target_parameters}`` as verl's ``model.lora_rank`` / ``lora_alpha`` / ...; rank 0 or None: full fine-tuning."""
-
-    @model_validator(mode="after")
-    def _cosine_needs_horizon(self):
-        if self.lr_scheduler_type == "cosine" and self.total_steps is None and self.lr_schedule is None:
-            raise ValueError("lr_scheduler_type='cosine' needs total_steps")
-        return self
 
 
 class LogProbConfig(_Model):
@@ -356,8 +328,7 @@ class ArcticRLClientConfig(_Model):
             body["checkpoint_path"] = ckpt
             body["cuda_ipc"] = t.cuda_ipc
             body["low_memory"] = t.low_memory
-            if t.lr_schedule is not None:
-                ext["lr_schedule"] = dict(t.lr_schedule)
+            ext["lr_schedule"] = t.lr_schedule.model_dump(exclude_defaults=True)
             if t.lora:
                 ext["lora"] = dict(t.lora)
         elif job_type == "log_prob":
@@ -384,23 +355,8 @@ class ArcticRLClientConfig(_Model):
     def training_ds_config(self) -> dict[str, Any]:
         """The training job's ``ds_config``: the DeepSpeed block, sizing, optimizer, clipping, scheduler."""
         t = self.training
-        o = t.optimizer
         base = {**t.deepspeed, **self._sizing(t.micro_batch_size, self.training_gpus)}
-        sched = dict(lr_scheduler_type=t.lr_scheduler_type, warmup_steps=t.warmup_steps, total_steps=t.total_steps)
-        if t.lr_schedule is not None and t.lr_scheduler_type == "cosine" and t.total_steps is None:
-            # no horizon yet: only extensions.lr_schedule can express this schedule (the server learns the horizon
-            # from /step); the ds_config gets no scheduler
-            sched = dict(lr_scheduler_type="constant", warmup_steps=0, total_steps=None)
-        return build_ds_config(
-            lr=o.lr,
-            betas=o.betas,
-            eps=o.eps,
-            weight_decay=o.weight_decay,
-            grad_clip=t.grad_clip,
-            min_lr_ratio=t.min_lr_ratio,
-            base=base,
-            **sched,
-        )
+        return build_ds_config(t.optimizer, t.lr_schedule, ticks_per_step=t.optimizer_steps_per_tick, base=base)
 
     def log_prob_ds_config(self) -> dict[str, Any]:
         """The log_prob job's ``log_prob_config``: the DeepSpeed block and sizing, no optimizer."""

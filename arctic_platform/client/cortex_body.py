@@ -167,7 +167,7 @@ def _training_config(config: ArcticRLClientConfig) -> dict[str, Any]:
             "eps": o.eps,
             "weight_decay": o.weight_decay,
         },
-        "gradient_clipping": float(t.grad_clip) if t.grad_clip and t.grad_clip > 0 else 0.0,
+        "gradient_clipping": float(o.grad_clip) if o.grad_clip and o.grad_clip > 0 else 0.0,
     }
     wc = t.ds_worker_config or {}
     if "enable_gradient_checkpointing" in wc:
@@ -195,20 +195,11 @@ class CortexSchedule:
     """
 
     def __init__(self, config: ArcticRLClientConfig):
-        from ..protocol import read_lr_schedule
+        from ..protocol import schedule_settings
         from ..server.schedule import TrainingSettings
 
         t = config.training
-        kw: dict[str, Any] = dict(
-            lr=t.optimizer.lr,
-            lr_scheduler_type=t.lr_scheduler_type,
-            warmup_steps=t.warmup_steps,
-            total_steps=t.total_steps,
-            min_lr_ratio=t.min_lr_ratio,
-        )
-        if t.lr_schedule is not None:
-            kw.update(read_lr_schedule(t.lr_schedule))
-        self.settings = TrainingSettings(**kw)
+        self.settings = TrainingSettings(lr=t.optimizer.lr, **schedule_settings(t.lr_schedule))
         self.ticks = 0
         self._scheduler = None
 
@@ -232,7 +223,7 @@ class CortexSchedule:
             raise ArcticRLError(
                 None,
                 f"the {self.settings.lr_scheduler_type} LR schedule needs its horizon: pass total_training_steps to "
-                "step() (or set training.total_steps)",
+                "step() (or set training.lr_schedule.total_training_steps)",
                 "/step",
             )
         opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=self.settings.lr)

@@ -228,6 +228,51 @@ def _terminate(proc: subprocess.Popen, grace: float = 10.0) -> None:
         proc.wait(timeout=grace)
 
 
+NODE_DEVICES_ENV = "ARCTIC_NODE_CUDA_VISIBLE_DEVICES"
+"""The driver's ``CUDA_VISIBLE_DEVICES`` before Ray started (:func:`record_node_devices`): the node's GPUs a local
+server may use. A local Ray cluster's raylet, and every worker it starts, inherit it."""
+
+
+def record_node_devices(environ: dict | None = None) -> None:
+    """Remember this process's ``CUDA_VISIBLE_DEVICES`` under :data:`NODE_DEVICES_ENV` (nothing when it is unset:
+    then the node's GPUs are all of them). Called by the verl plugin's preflight, before Ray starts."""
+    environ = os.environ if environ is None else environ
+    if "CUDA_VISIBLE_DEVICES" in environ and NODE_DEVICES_ENV not in environ:
+        environ[NODE_DEVICES_ENV] = environ["CUDA_VISIBLE_DEVICES"]
+
+
+def _ray_gave_no_gpu() -> bool:
+    """Whether this process is a Ray worker that holds no GPU (verl's TaskRunner actor), asked without importing Ray."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return False
+    try:
+        return not ray.get_runtime_context().get_accelerator_ids().get("GPU")
+    except Exception:  # not inside a worker (a driver) or an older Ray: nothing assigned by Ray to undo
+        return False
+
+
+def server_environment(environ, extra_env: dict[str, str], *, ray_gave_no_gpu: bool) -> dict[str, str]:
+    """The local server's environment: ``environ`` with ``extra_env`` over it, and the node's GPUs.
+
+    ``CUDA_VISIBLE_DEVICES`` is ``extra_env``'s when it names one, else this process's own unless this is a Ray worker
+    that holds no GPU (verl's TaskRunner actor, which spawns the server): there it is the value the driver recorded
+    before Ray started (:data:`NODE_DEVICES_ENV`), else the inherited one, except Ray's empty value (Ray 2.60 keeps the
+    node's value for such a worker unless ``RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1``; older Rays blank it), which
+    becomes none: every GPU of the node. The server's placement maps its jobs through that list.
+    """
+    env = {**environ, **extra_env}
+    if "CUDA_VISIBLE_DEVICES" in extra_env or not ray_gave_no_gpu:
+        return env  # the user's choice, or this process's own view (a driver, or a Ray worker holding GPUs)
+    if NODE_DEVICES_ENV in env:
+        env["CUDA_VISIBLE_DEVICES"] = env[NODE_DEVICES_ENV]
+    elif env.get("CUDA_VISIBLE_DEVICES") == "":
+        del env["CUDA_VISIBLE_DEVICES"]
+    return env
+
+
 class LocalServer:
     """The embedded server as a child process (its own session, so a terminal's Ctrl-C reaches only the client)."""
 
@@ -272,7 +317,7 @@ class LocalServer:
         if cfg.token_env_var:
             argv += ["--token-env", cfg.token_env_var]  # the value travels in the inherited environment only
         argv += list(cfg.server_args)
-        env = {**os.environ, **cfg.extra_env}
+        env = server_environment(os.environ, cfg.extra_env, ray_gave_no_gpu=_ray_gave_no_gpu())
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
         self.proc = subprocess.Popen(
             argv,

@@ -30,8 +30,6 @@ import os
 import signal
 import socket
 import sys
-import threading
-import time
 from pathlib import Path
 
 from ..protocol import JOB_TYPES, gpus_flag, job_gpu_counts
@@ -75,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--job-devices",
         default=None,
-        help="per-job devices, e.g. training=cuda:0,sampling=cuda:2 (overrides the placement of --device)",
+        help="per-job devices, e.g. training=cuda:0-3,sampling=cuda:4-6 (overrides the placement of --device)",
     )
     parser.add_argument("--dtype", default=None, help="float32 (CPU default) / bfloat16 (CUDA default) / float16")
     for flag, kind, default, text in (
@@ -86,6 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("--engine-timeout", float, ServerLimits.engine_timeout_s, "bounded wait for a busy engine (s)"),
         ("--max-batch-rows", int, ServerLimits.max_batch_rows, "generate rows decoded together"),
         ("--batch-wait-ms", float, ServerSettings.batch_wait_ms, "generate batching window (ms)"),
+        (
+            "--weight-sync-bucket-mb",
+            float,
+            ServerLimits.weight_sync_bucket_mb,
+            "bucket of a weight sync to a vLLM sampler through /dev/shm (MiB)",
+        ),
     ):
         parser.add_argument(flag, type=kind, default=default, help=text)
     parser.add_argument(
@@ -136,16 +140,9 @@ def _write_port_file(path: str, port: int) -> None:
 
 
 def _watch_parent() -> None:
-    parent = os.getppid()
+    from .engines.shared import watch_parent
 
-    def loop():
-        while True:
-            time.sleep(0.5)
-            if os.getppid() != parent:
-                os.kill(os.getpid(), signal.SIGTERM)
-                return
-
-    threading.Thread(target=loop, daemon=True, name="arctic-parent-watch").start()
+    watch_parent(lambda: os.kill(os.getpid(), signal.SIGTERM))
 
 
 def run(args) -> int:
@@ -208,6 +205,7 @@ def run(args) -> int:
         dtype=args.dtype,
         max_seq_len=args.max_seq_len,
         engine_timeout_s=args.engine_timeout,
+        weight_sync_bucket_mb=args.weight_sync_bucket_mb,
         max_batch_rows=args.max_batch_rows,
         job_devices=job_devices,
         sampling_process=args.sampling_process,

@@ -63,6 +63,19 @@ class DenseBatch:
     resp: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
+def select_rows(db: DenseBatch, rows: list[int]) -> DenseBatch:
+    """The rows ``rows`` of ``db`` (new tensors)."""
+    idx = torch.tensor(rows, dtype=torch.long)
+    return DenseBatch(
+        db.input_ids[idx],
+        db.attention_mask[idx],
+        db.position_ids[idx],
+        db.prompt_len,
+        db.response_len,
+        {k: v[idx] for k, v in db.resp.items()},
+    )
+
+
 def parse_dense_batch(batch: Any, meta: dict, *, vocab_size: int, max_seq_len: int, need_response: bool) -> DenseBatch:
     """Validate ``batch`` against the dense layout (docs/arctic-rl-protocol.md §5); response fields return ``[b, R]``.
 

@@ -68,7 +68,8 @@ class GenerateBatcher:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        max_rows = getattr(self.job.engine, "max_batch_rows", 64)
+        engine = self.job.engine  # None once the job is destroyed: the loop then ends at its first batch
+        max_rows = engine.max_batch_rows if engine is not None else 64
         while not self.closed:
             first = await self.queue.get()
             batch = self._collecting = [first]

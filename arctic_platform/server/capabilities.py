@@ -20,17 +20,37 @@ import functools
 
 from ..backend_profile import BackendProfile, embedded_profile
 
+FAST_ATTENTION = ("flash_attention_3", "flash_attention_2", "sdpa")
+"""The attention a launcher picks for the embedded server, first available first (:func:`default_attention`)."""
+
 
 def attn_implementations() -> tuple[str, ...]:
-    """The transformers attention implementations a training engine here can load (``eager`` and ``sdpa`` always)."""
+    """The transformers attention implementations a training engine here can load (``eager`` and ``sdpa`` always;
+    ``flash_attention_3`` when installed and every visible GPU is a Hopper one, the only architecture it runs on)."""
     from transformers.utils import import_utils
 
     out = ["eager", "sdpa"]
     if getattr(import_utils, "is_flash_attn_2_available", lambda: False)():
         out.append("flash_attention_2")
+    if getattr(import_utils, "is_flash_attn_3_available", lambda: False)() and _all_hopper():
+        out.append("flash_attention_3")
     if getattr(import_utils, "is_torch_flex_attn_available", lambda: False)():
         out.append("flex_attention")
     return tuple(out)
+
+
+def _all_hopper() -> bool:
+    import torch
+
+    if not torch.cuda.is_available():
+        return False
+    return all(torch.cuda.get_device_capability(i)[0] == 9 for i in range(torch.cuda.device_count()))
+
+
+def default_attention(available: tuple[str, ...] | None = None) -> str:
+    """The first of :data:`FAST_ATTENTION` the engines here can load (``available``: :func:`attn_implementations`)."""
+    available = attn_implementations() if available is None else available
+    return next(a for a in FAST_ATTENTION if a in available)
 
 
 @functools.lru_cache(maxsize=1)

@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..protocol import JobStatus
-from .errors import RequestError
+from .errors import EngineFailed, RequestError
 
 if TYPE_CHECKING:
     from .jobs import Job
@@ -58,7 +58,8 @@ def call_locked(job: Job, fn, timeout: float, *more: Job):
     The time inside counts as ``job``'s compute time and in the registry's busy meter.
 
     Raises:
-        RequestError: 503 when a lock stayed busy for ``timeout``, 409 when a job is no longer running.
+        RequestError: 503 when a lock stayed busy for ``timeout``, 409 when a job is no longer running, 500 when
+            the engine failed (:class:`.errors.EngineFailed`: ``job`` is marked FAILED with the reason).
     """
     held = []
     try:
@@ -73,6 +74,9 @@ def call_locked(job: Job, fn, timeout: float, *more: Job):
             job.meter.enter(job.job_type)
         try:
             return fn()
+        except EngineFailed as e:
+            job.set(JobStatus.FAILED, f"engine failed: {e}")
+            raise RequestError(f"job {job.job_id} failed: {e}", 500) from None
         finally:
             job.compute_s += time.perf_counter() - t0
             if job.meter is not None:

@@ -24,3 +24,8 @@ class RequestError(ValueError):
         super().__init__(reason)
         self.status = status
         self.reason = reason
+
+
+class EngineFailed(RuntimeError):
+    """A job's engine is gone (a worker process died or failed): the job fails with this reason
+    (:func:`.engine_calls.call_locked`); the request gets a 500 naming it."""

@@ -60,16 +60,17 @@ from ..protocol import (
     read_lora,
     read_lr_schedule,
     read_training_config,
+    schedule_settings,
 )
 from ..reasons import one_line
+from .engines.base import EngineSpec
+from .engines.registry import engine_class
 from .errors import RequestError
-from .logprob_engine import ForwardEngine
 from .logs import events, logger
 from .model_engine import EngineSettings, resolve_dtype
-from .sampling_engine import SamplingEngine, torch_engine_rows
+from .sampling_engine import torch_engine_rows
 from .schedule import TrainingSettings
 from .settings import ServerLimits
-from .training_engine import TrainingEngine
 
 
 def training_settings(cfg: JobConfig) -> TrainingSettings:
@@ -83,12 +84,10 @@ def training_settings(cfg: JobConfig) -> TrainingSettings:
     kw.update(read_training_config(cfg.training_config))
     kw.pop("dtype", None)
     schedule = read_lr_schedule(cfg.extensions.lr_schedule)
-    if schedule:
+    if schedule is not None:
         # verl's schedule (ticked once per training step by its client) supersedes the ds_config scheduler, which a
         # DeepSpeed server would tick per optimizer step
-        for k in ("lr_scheduler_type", "warmup_steps", "total_steps", "min_lr_ratio"):
-            kw.pop(k, None)
-        kw.update(schedule)
+        kw.update(schedule_settings(schedule))
     kw["lora"] = read_lora(cfg.extensions.lora)
     kw["gradient_checkpointing"] = bool(cfg.ds_worker_config.enable_gradient_checkpointing)
     return TrainingSettings(**kw)
@@ -171,6 +170,9 @@ class Job:
     checkpoint_root: Path | None = None
     destroy_requested: bool = False
     device: str = "cpu"
+    """The job's first device (where a one-device engine runs)."""
+    devices: tuple[str, ...] = ("cpu",)
+    """All of the job's devices (:func:`.placement.place_jobs`)."""
     dtype: str = "float32"
     batcher: Any = None
     compute_s: float = 0.0
@@ -178,6 +180,11 @@ class Job:
     meter: BusyMeter | None = None
     sampling_engine: str | None = None
     """Sampling jobs: ``vllm`` or ``torch`` (resolved at ``/initialize``)."""
+
+    @property
+    def sharded(self) -> bool:
+        """A training / log_prob job on several devices (engine kind ``fsdp``)."""
+        return self.job_type in SHARDED_JOB_TYPES and len(self.devices) > 1
 
     def set(self, status: str, reason: str = "") -> None:
         self.status, self.reason, self.updated_at = status, reason, time.time()
@@ -191,9 +198,10 @@ class Job:
             "reason": self.reason,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
-            "engine": self.sampling_engine or "torch",
+            "engine": self.sampling_engine or ("fsdp" if self.sharded else "torch"),
             "compute_s": self.compute_s,
             "device": self.device,
+            "devices": list(self.devices),
             "dtype": self.dtype,
             "checkpoint_path": str(self.checkpoint_root) if self.checkpoint_root else None,
             # The reference's file-sync target. This server syncs by an in-process copy and never writes it.
@@ -205,17 +213,9 @@ class Job:
         if str(self.device).startswith("cuda") and torch_cuda_available():
             d["device_name"] = torch_cuda_device_name(self.device)
         eng = self.engine
-        if self.job_type == "training" and eng is not None:
-            d["global_steps"] = eng.global_steps
-            d["policy_version"] = eng.policy_version
-            d["param_dtype"] = str(eng.param_dtype).removeprefix("torch.")  # float32 master weights; dtype: autocast
-            d["lora"] = eng.training.lora
-            d["lr_scheduler_steps"] = None if eng.scheduler is None else int(eng.scheduler.last_epoch)
+        if eng is not None:
+            d.update(eng.describe())  # training: steps, versions, dtypes; sampling: state, engine_pid, engine_config
         if self.job_type == "sampling" and eng is not None:
-            d["policy_version"] = eng.policy_version
-            d["inference_state"] = eng.state
-            d["engine_pid"] = getattr(eng, "pid", None)  # the sampling process (``--sampling-process``) or null
-            d["engine_config"] = eng.engine_config()  # what of vllm_config the engine runs with (read from it)
             b = self.batcher
             d["generate_requests"] = b.requests if b is not None else 0
             d["generate_batches"] = b.batches if b is not None else 0
@@ -282,7 +282,8 @@ class JobRegistry:
         mpath = Path(model).expanduser()
         if not (mpath / "config.json").is_file():
             raise RequestError(f"model_name {model!r} is not a local Hugging Face model folder (no config.json)", 400)
-        device = job_device(lim, cfg)
+        devices = job_devices(lim, cfg)
+        device = devices[0]
         ds_dtype = read_ds_config(cfg.ds_config).get("dtype")
         ext_dtype = cfg.extensions.dtype
         if ext_dtype and ds_dtype and ext_dtype != ds_dtype:
@@ -290,7 +291,7 @@ class JobRegistry:
         dtype = ext_dtype or ds_dtype or lim.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
         resolve_dtype(dtype)
         _check_attn_implementation(cfg)
-        sampling_engine = _check_sampling(cfg, lim, job_settings(cfg, lim, str(mpath), device, dtype))
+        sampling_engine = _check_sampling(cfg, lim, job_settings(cfg, lim, str(mpath), device, dtype), devices)
         if cfg.job_type == "training":
             if not cfg.checkpoint_path:
                 raise RequestError("a training job needs checkpoint_path (where /save writes by default)", 400)
@@ -321,6 +322,7 @@ class JobRegistry:
                     f"a {cfg.job_type} job is already {live[0].status} (job {live[0].job_id}); destroy it first", 409
                 )
             job = Job(self._next_id, cfg.job_type, str(mpath), cfg, device=device, dtype=dtype, meter=self.meter)
+            job.devices = devices
             job.sampling_engine = sampling_engine
             self._next_id += 1
             if cfg.job_type == "training":
@@ -336,18 +338,26 @@ class JobRegistry:
             settings = job_settings(cfg, lim, job.model_name, job.device, job.dtype)
             if cfg.full_determinism and job.job_type in ("training", "log_prob"):
                 enable_full_determinism(int(cfg.seed))
+            spec = EngineSpec(
+                settings=settings,
+                threads=lim.threads,
+                vllm_config=cfg.vllm_config,
+                devices=list(job.devices),
+                full_determinism=bool(cfg.full_determinism),
+                engine_timeout_s=lim.engine_timeout_s,
+                weight_sync_bucket_mb=lim.weight_sync_bucket_mb,
+            )
+            # training / log_prob on several devices: one process per device, the model sharded (FSDP2)
+            kind = "fsdp" if job.sharded else "torch"
             if job.job_type == "training":
-                ts = training_settings(cfg)
+                spec.training = training_settings(cfg)
                 job.checkpoint_root.mkdir(parents=True, exist_ok=True)
-                engine = TrainingEngine(settings, ts)
             elif job.job_type == "sampling" and job.sampling_engine == "vllm":
-                from .vllm_engine import VllmSamplingEngine
-
                 if _sampling_process(cfg, lim):
                     logger.info("sampling job %d: --sampling-process is moot for vLLM (own processes)", job.job_id)
-                engine = VllmSamplingEngine(settings, cfg.vllm_config, threads=lim.threads)
+                kind = "vllm"
             elif job.job_type == "sampling":
-                rows = torch_engine_rows(cfg.vllm_config, lim.max_batch_rows)
+                spec.max_batch_rows = max(1, torch_engine_rows(cfg.vllm_config, lim.max_batch_rows))
                 aic = cfg.arctic_inference_config or {}
                 if isinstance(aic, dict) and (
                     (aic.get("zorro_inference") or {}).get("enable")
@@ -358,14 +368,8 @@ class JobRegistry:
                         "engine has neither and ignores it",
                         job.job_id,
                     )
-                if _sampling_process(cfg, lim):
-                    from .sampling_process import ProcessSamplingEngine
-
-                    engine = ProcessSamplingEngine(settings, max_batch_rows=max(1, rows))
-                else:
-                    engine = SamplingEngine(settings, max_batch_rows=max(1, rows))
-            else:
-                engine = ForwardEngine(settings)
+                kind = "torch-process" if _sampling_process(cfg, lim) else "torch"
+            engine = engine_class(job.job_type, kind).from_spec(spec)
         except Exception as e:  # any build failure becomes the job's reason
             logger.exception("job %d (%s) failed to initialize", job.job_id, job.job_type)
             if engine is not None:
@@ -389,6 +393,17 @@ class JobRegistry:
         logger.info("job %d (%s) running: %s on %s/%s", job.job_id, job.job_type, job.model_name, job.device, job.dtype)
         if job.sampling_engine:
             events.info("job %d: sampling engine: %s", job.job_id, job.sampling_engine)
+        elif len(job.devices) > 1:
+            from .placement import describe_devices
+
+            events.info(
+                "job %d (%s): sharded over %d ranks on %s (engine %s)",
+                job.job_id,
+                job.job_type,
+                len(job.devices),
+                describe_devices(job.devices),
+                type(engine).__name__,
+            )
 
     # ---- destroy ----
     def destroy(self, job: Job, reason: str, lock_timeout: float | None = None) -> None:
@@ -409,8 +424,7 @@ class JobRegistry:
                 job.set(JobStatus.TERMINATED, f"{reason} (it had failed: {job.reason})")
             engine, job.engine = job.engine, None
         if engine is not None:
-            if isinstance(engine, SamplingEngine):
-                engine.abort.set()
+            engine.request_abort()
             wait = self.limits.engine_timeout_s if lock_timeout is None else lock_timeout
             acquired = job.lock.acquire(timeout=wait)
             try:
@@ -453,15 +467,19 @@ def job_settings(cfg: JobConfig, lim: ServerLimits, model: str, device: str, dty
     )
 
 
-def _check_sampling(cfg: JobConfig, lim: ServerLimits, settings: EngineSettings) -> str | None:
-    """A sampling job's engine (``vllm`` / ``torch``), its ``vllm_config`` checked by that engine (422 naming a
-    key it refuses); None for other job types."""
+def _check_sampling(
+    cfg: JobConfig, lim: ServerLimits, settings: EngineSettings, devices: tuple[str, ...]
+) -> str | None:
+    """A sampling job's engine (``vllm`` / ``torch``), its devices and ``vllm_config`` checked by that engine (422
+    naming a key it refuses); None for other job types (their devices are checked here too)."""
     if cfg.job_type != "sampling":
+        _check_devices(cfg, devices, None)
         return None
     from .vllm_engine import check_vllm_config, resolve_sampling_engine
 
     asked = cfg.extensions.sampling_engine or lim.sampling_engine
     engine = resolve_sampling_engine(str(asked), settings.device)
+    _check_devices(cfg, devices, engine)  # replicas and TP first: vLLM's own validation knows nothing of them
     if engine == "vllm":
         if cfg.extensions.sampling_process:
             raise RequestError(
@@ -485,31 +503,62 @@ def _max_seq_len(cfg: JobConfig, lim: ServerLimits) -> int:
     return int(msl or lim.max_seq_len)
 
 
-def job_device(lim: ServerLimits, cfg: JobConfig) -> str:
-    """The device of a new job: the server's placement (one device per job, :mod:`.placement`) unless the job
-    names ``cpu`` or ``cuda:N`` itself; a job asking for more than one GPU is refused (400).
+def job_devices(lim: ServerLimits, cfg: JobConfig) -> tuple[str, ...]:
+    """The devices of a new job: its range in the server's placement (:func:`.placement.place_jobs`), or the one
+    device the job names itself (``extensions.device``: ``cpu`` or ``cuda:N``). ``num_devices`` above the job's
+    range is refused (400), as is a range the job's engine cannot use (:func:`_check_devices`).
     """
     import torch
 
-    from .placement import ONE_DEVICE, PlacementError, check_device, place_jobs
+    from .placement import PlacementError, check_device, describe_devices, place_jobs
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     requested = lim.job_gpus()
     try:
         asked = cfg.extensions.device or "auto"
         if asked in ("auto", "cuda"):
-            device = place_jobs(requested, device=lim.device, device_count=count, overrides=lim.job_devices)[
+            devices = place_jobs(requested, device=lim.device, device_count=count, overrides=lim.job_devices)[
                 cfg.job_type
             ]
-            if asked == "cuda" and not device.startswith("cuda"):
-                device = check_device("cuda", count, f"{cfg.job_type} job")
+            if asked == "cuda" and not devices[0].startswith("cuda"):
+                devices = (check_device("cuda", count, f"{cfg.job_type} job"),)
         else:
-            device = check_device(asked, count, f"{cfg.job_type} job")
+            devices = (check_device(asked, count, f"{cfg.job_type} job"),)
     except PlacementError as e:
         raise RequestError(str(e), 400) from None
-    if (cfg.num_devices or 1) > 1 and device.startswith("cuda"):
-        raise RequestError(f"the {cfg.job_type} job asks for num_devices={cfg.num_devices}: {ONE_DEVICE}", 400)
-    return device
+    if (cfg.num_devices or 1) > len(devices):
+        raise RequestError(
+            f"the {cfg.job_type} job asks for num_devices={cfg.num_devices}, but this server placed it on "
+            f"{describe_devices(devices)} ({gpus_flag(cfg.job_type)} {requested[cfg.job_type]})",
+            400,
+        )
+    return devices
+
+
+SHARDED_JOB_TYPES = ("training", "log_prob")
+"""Job types whose engine runs on several devices (kind ``fsdp``: :mod:`.fsdp_engine`)."""
+
+
+def _check_devices(cfg: JobConfig, devices: tuple[str, ...], sampling_engine: str | None) -> None:
+    """The job's engine can use its devices: a vLLM sampler's ``tensor_parallel_size`` divides them (422); the
+    torch sampling loop runs on one (400 naming the flag and the way out). Sharded kinds take any number."""
+    job_type = cfg.job_type
+    if sampling_engine == "vllm":
+        from .placement import PlacementError, sampling_replicas
+
+        try:
+            sampling_replicas(devices, int((cfg.vllm_config or {}).get("tensor_parallel_size") or 1))
+        except (PlacementError, TypeError, ValueError) as e:
+            raise RequestError(str(e), 422) from None
+        return
+    if len(devices) <= 1 or job_type in SHARDED_JOB_TYPES:
+        return
+    raise RequestError(
+        f"the {job_type} job asks for {len(devices)} devices ({gpus_flag(job_type)} {len(devices)}): the torch "
+        f"sampling loop runs one replica on one device; start the server with {gpus_flag(job_type)} 1 or use the "
+        "vLLM sampling engine (--sampling-engine vllm)",
+        400,
+    )
 
 
 def torch_cuda_available() -> bool:

@@ -16,11 +16,12 @@
 
 from __future__ import annotations
 
+from .engines.base import EngineSpec, ForwardInterface, WeightSource
 from .errors import RequestError
 from .model_engine import EngineSettings, ModelEngine, copy_weights
 
 
-class ForwardEngine(ModelEngine):
+class ForwardEngine(ModelEngine, ForwardInterface):
     """Forward-only engine (job ``log_prob``): reference log-probs with the initial weights."""
 
     kind = "log_prob"
@@ -28,6 +29,10 @@ class ForwardEngine(ModelEngine):
     def __init__(self, settings: EngineSettings):
         super().__init__(settings, train=False)
         self._tokenizer = None
+
+    @classmethod
+    def from_spec(cls, spec: EngineSpec) -> ForwardEngine:
+        return cls(spec.settings)
 
     def tokenizer(self):
         """The model folder's tokenizer (``/log-probs`` with text prompts)."""
@@ -40,5 +45,5 @@ class ForwardEngine(ModelEngine):
                 raise RequestError(f"the model folder has no usable tokenizer for text prompts ({e})", 422) from None
         return self._tokenizer
 
-    def load_weights_from(self, source_model) -> None:
-        copy_weights(source_model, self.model)
+    def load_weights_from(self, source: WeightSource) -> None:
+        copy_weights(source, self.model)

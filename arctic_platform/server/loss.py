@@ -308,6 +308,42 @@ class MetricAccumulator:
         out["loss"] = self._loss
         return out
 
+    def state(self) -> dict[str, Any]:
+        """What :meth:`merge_dp` reads: the loss sum and the per-micro-batch values (picklable)."""
+        return {"loss": self._loss, "metrics": self._metrics}
+
+    @staticmethod
+    def merge_dp(states: list[dict[str, Any]]) -> dict[str, float]:
+        """One mini-batch's metrics from the :meth:`state` of every data-parallel rank, as verl's training worker
+        reduces them (``TrainingWorker._postprocess_output``): ``loss`` is the mean over ranks of each rank's loss
+        sum (each rank's loss carries verl's ×dp_size, so the mean is the global loss); a ``Metric`` is
+        ``Metric.aggregate_dp`` over the ranks (the mean over ranks per micro-batch, then its aggregation); a plain
+        number is the mean of all. Ranks whose micro-batch counts differ (rows that do not split evenly) have their
+        values pooled: MEAN over all values, SUM as the sum over all values divided by the rank count."""
+        Metric, Agg = verl_loss_api().Metric, verl_loss_api().AggregationType
+        n = len(states)
+        out: dict[str, float] = {}
+        keys = dict.fromkeys(k for s in states for k in s["metrics"])
+        for k in keys:
+            vals = [s["metrics"][k] for s in states if k in s["metrics"]]
+            if isinstance(vals[0], Metric):
+                if len(vals) == n and len({len(v.values) for v in vals}) == 1:
+                    out[k] = float(Metric.aggregate_dp(vals))
+                else:
+                    pooled = [x for v in vals for x in v.values]
+                    agg = vals[0].aggregation
+                    if agg == Agg.SUM:
+                        out[k] = float(sum(pooled) / n)
+                    else:
+                        m = Metric(aggregation=agg)
+                        m.extend(pooled)
+                        out[k] = float(m.aggregate())
+            else:
+                pooled = [x for v in vals for x in v]
+                out[k] = float(sum(pooled) / len(pooled))
+        out["loss"] = float(sum(s["loss"] for s in states) / n)
+        return out
+
 
 @dataclass(frozen=True)
 class MicroBatching:
@@ -364,7 +400,7 @@ def micro_batching_from_meta(meta: dict, default_micro_batch_size: int | None = 
     return MicroBatching(micro_batch_size=default_micro_batch_size)
 
 
-def micro_batch_rows(seq_lens: torch.Tensor, mb: MicroBatching) -> list[list[int]]:
+def micro_batch_rows(seq_lens: torch.Tensor, mb: MicroBatching, min_count: int | None = None) -> list[list[int]]:
     """Row indices of each micro-batch, as verl's ``prepare_micro_batches`` cuts them.
 
     Fixed size: consecutive chunks of ``micro_batch_size`` rows (verl's ``chunk_tensordict``). verl asserts that they
@@ -373,13 +409,18 @@ def micro_batch_rows(seq_lens: torch.Tensor, mb: MicroBatching) -> list[list[int
     ``verl.utils.seqlen_balancing.rearrange_micro_batches`` on the rows' real lengths with the token budget (its
     balanced partition and order).
 
+    ``min_count``: at least this many micro-batches (a data-parallel rank runs as many as the rank with the most,
+    as verl's ``same_micro_num_in_dp`` makes them): a token budget partitions into that many (verl's
+    ``min_num_micro_batch``), fixed-size micro-batches are followed by empty ones.
+
     Raises:
         LossConfigError: a row longer than the token budget.
     """
     n = len(seq_lens)
     if not mb.use_dynamic_bsz:
         size = mb.micro_batch_size or n
-        return [list(range(s, min(s + size, n))) for s in range(0, n, size)]
+        parts = [list(range(s, min(s + size, n))) for s in range(0, n, size)]
+        return parts + [[] for _ in range(max(0, (min_count or 0) - len(parts)))]
     from tensordict import TensorDict
 
     from verl.utils.seqlen_balancing import rearrange_micro_batches
@@ -394,5 +435,8 @@ def micro_batch_rows(seq_lens: torch.Tensor, mb: MicroBatching) -> list[list[int
     offsets = torch.zeros(n + 1, dtype=torch.long)
     offsets[1:] = lens.cumsum(0)
     ids = torch.nested.nested_tensor_from_jagged(torch.zeros(int(offsets[-1]), dtype=torch.long), offsets)
-    _, parts = rearrange_micro_batches(TensorDict({"input_ids": ids}, batch_size=[n]), max_token_len=mb.max_token_len)
-    return [list(p) for p in parts]
+    _, parts = rearrange_micro_batches(
+        TensorDict({"input_ids": ids}, batch_size=[n]), max_token_len=mb.max_token_len, min_num_micro_batch=min_count
+    )
+    parts = [list(p) for p in parts]
+    return parts + [[] for _ in range(max(0, (min_count or 0) - len(parts)))]

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from ..protocol import DEFAULT_MAX_SEQ_LEN, DEFAULT_SEED
-from .batch import check_processing, parse_dense_batch, position_ids_from_mask
+from .batch import DenseBatch, check_processing, parse_dense_batch, position_ids_from_mask
 from .errors import RequestError
 
 
@@ -162,6 +162,43 @@ def model_logits(model, input_ids, attention_mask, position_ids, temperature: fl
     return logits / temperature if temperature != 1.0 else logits
 
 
+@dataclass
+class ForwardPlan:
+    """A validated ``/forward`` call: the batch, its micro-batches (row indices) and the log-prob settings."""
+
+    db: DenseBatch
+    parts: list[list[int]]
+    temperature: float
+    want_entropy: bool
+    micro_batching: Any = None
+    """The call's :class:`.loss.MicroBatching` (a sharded engine cuts each rank's rows with it)."""
+
+
+def plan_forward(batch: dict, meta: dict, processing: dict | None, *, vocab_size: int, max_seq_len: int) -> ForwardPlan:
+    """Validate a ``/forward`` call (422 / 400 naming the field) and cut it into micro-batches."""
+    meta = meta or {}
+    check_processing(processing, forward_only=True)
+    temperature = logits_temperature(meta, processing)
+    want_entropy = bool(meta.get("calculate_entropy", False))
+    db = parse_dense_batch(batch, meta, vocab_size=vocab_size, max_seq_len=max_seq_len, need_response=False)
+    from .loss import LossConfigError, micro_batch_rows, micro_batching_from_meta
+
+    try:
+        mb = micro_batching_from_meta(meta)
+        parts = micro_batch_rows(db.attention_mask.sum(-1), mb)
+    except LossConfigError as e:
+        raise RequestError(str(e)) from None
+    return ForwardPlan(db, parts, temperature, want_entropy, mb)
+
+
+def forward_reply(lp_all: torch.Tensor, ent_all: torch.Tensor | None) -> dict:
+    """The reply body of ``/forward``."""
+    out = {"logprobs": lp_all}
+    if ent_all is not None:
+        out["entropy"] = ent_all
+    return {"batch": out, "metrics": {}}
+
+
 class ModelEngine:
     """The base of the torch engines: one ``AutoModelForCausalLM``, the forward pass, sleep / wake, ``/log-probs``."""
 
@@ -169,11 +206,20 @@ class ModelEngine:
 
     def __init__(self, settings: EngineSettings, *, train: bool, param_dtype: str | None = None):
         self.settings = settings
-        self.model = load_model(settings if param_dtype is None else replace(settings, dtype=param_dtype), train=train)
+        self.model = self._load_model(settings if param_dtype is None else replace(settings, dtype=param_dtype), train)
         self.vocab_size = int(self.model.get_input_embeddings().weight.shape[0])
         self.device = torch.device(settings.device)
         self.compute_dtype = resolve_dtype(settings.dtype)
         self.param_dtype = resolve_dtype(param_dtype or settings.dtype)
+
+    def _load_model(self, settings: EngineSettings, train: bool):
+        """The engine's model (a sharded engine builds its shard here)."""
+        return load_model(settings, train=train)
+
+    def _no_grad(self):
+        """The context of forward-only passes: ``inference_mode`` (a sharded engine: ``no_grad``, because FSDP reuses
+        its all-gather buffers in training, and a buffer made in inference mode cannot be written outside it)."""
+        return torch.inference_mode()
 
     def autocast(self):
         """Mixed precision around forward passes: only when parameters are stored wider than the compute dtype."""
@@ -184,34 +230,37 @@ class ModelEngine:
     def close(self) -> None:
         self.model = None
 
+    def weight_norm(self) -> tuple[float, int]:
+        """:func:`weight_norm` of this engine's model."""
+        return weight_norm(self.model)
+
     def _to(self, t: torch.Tensor) -> torch.Tensor:
         return t.to(self.device, non_blocking=False)
 
     def forward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
         """Predict-next log-probs ``[B, L]`` (and entropy) at :func:`logits_temperature`; see the module docstring."""
-        meta = meta or {}
-        check_processing(processing, forward_only=True)
-        temperature = logits_temperature(meta, processing)
-        want_entropy = bool(meta.get("calculate_entropy", False))
-        db = parse_dense_batch(
-            batch, meta, vocab_size=self.vocab_size, max_seq_len=self.settings.max_seq_len, need_response=False
-        )
-        from .loss import LossConfigError, micro_batch_rows, micro_batching_from_meta
+        plan = plan_forward(batch, meta, processing, vocab_size=self.vocab_size, max_seq_len=self.settings.max_seq_len)
+        lp_all, ent_all = self.forward_rows(plan.db, plan.parts, plan.temperature, plan.want_entropy)
+        return forward_reply(lp_all, ent_all)
 
-        try:
-            parts = micro_batch_rows(db.attention_mask.sum(-1), micro_batching_from_meta(meta))
-        except LossConfigError as e:
-            raise RequestError(str(e)) from None
+    def forward_rows(
+        self, db: DenseBatch, parts: list[list[int]], temperature: float, want_entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Log-probs (and entropy) ``[b, L]`` of ``db``'s rows, one forward per micro-batch of ``parts`` (row
+        indices into ``db``). An empty part runs one forward on row 0 whose result is dropped: a sharded model's
+        ranks must run the same number of forwards (their collectives pair up)."""
         lp_all = torch.zeros(db.input_ids.shape, dtype=torch.float32)
         ent_all = torch.zeros(db.input_ids.shape, dtype=torch.float32) if want_entropy else None
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode(), self.autocast():
+            with self._no_grad(), self.autocast():
                 for rows in parts:
-                    idx = torch.tensor(rows, dtype=torch.long)
+                    idx = torch.tensor(rows or [0], dtype=torch.long)
                     ids, mask = self._to(db.input_ids[idx]), self._to(db.attention_mask[idx])
                     logits = model_logits(self.model, ids, mask, self._to(db.position_ids[idx]), temperature)
+                    if not rows:
+                        continue
                     labels = torch.roll(ids, shifts=-1, dims=1)
                     valid = (mask.bool() & torch.roll(mask.bool(), shifts=-1, dims=1)).clone()
                     valid[:, -1] = False
@@ -220,10 +269,7 @@ class ModelEngine:
                         ent_all[idx] = torch.where(valid, entropy_from_logits(logits), 0.0).float().cpu()
         finally:
             self.model.train(was_training)
-        out = {"logprobs": lp_all}
-        if want_entropy:
-            out["entropy"] = ent_all
-        return {"batch": out, "metrics": {}}
+        return lp_all, ent_all
 
     # ---- sleep / wake of a model engine (/sleep-training, /wake-training, /sleep-log-prob, /wake-log-prob) ----
     asleep = False
@@ -283,7 +329,7 @@ class ModelEngine:
             rows.append(ids)
             plens.append(len(pid))
         out = []
-        with torch.inference_mode():
+        with self._no_grad():
             for ids, pl in zip(rows, plens, strict=True):
                 t = self._to(torch.tensor([ids], dtype=torch.long))
                 logits = model_logits(
@@ -327,13 +373,12 @@ def _optimizer_to(opt, device) -> None:
 
 def copy_weights(src, dst) -> None:
     """Copy ``src``'s parameters into ``dst`` in place (same names and shapes; 409 otherwise)."""
+    from .engines.shared import check_weight_layout
+
     dst_params = dict(dst.named_parameters())
     src_items = param_items(src)
-    if set(n for n, _ in src_items) != set(dst_params):
-        raise RequestError("source and target models have different parameter names; cannot sync weights", 409)
+    check_weight_layout({n: p.shape for n, p in src_items}, {n: q.shape for n, q in dst_params.items()})
     with torch.no_grad():
         for name, p in src_items:
             q = dst_params[name]
-            if q.shape != p.shape:
-                raise RequestError(f"weight {name}: shape {list(p.shape)} != target {list(q.shape)}", 409)
             q.copy_(p.detach().to(q.device, q.dtype))

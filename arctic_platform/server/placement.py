@@ -1,29 +1,34 @@
 # Copyright 2026 The arctic-verl Authors
 # SPDX-License-Identifier: Apache-2.0
-"""Where the embedded server puts its jobs: one device per job, and an honest refusal of multi-GPU jobs.
+"""Where the embedded server puts its jobs: a range of devices per job, and how a sampling job's range is cut
+into vLLM replicas.
 
-The embedded server runs each job (training, sampling, log_prob) as one torch engine on one device. With enough
-GPUs every job gets its own (training ``cuda:0``, sampling ``cuda:1``, log_prob ``cuda:2``, in that order over the
-jobs that exist); with fewer, the later jobs share the last device (training stays alone as long as there are two
-GPUs: it holds the optimizer state). Weight syncs copy tensors across devices. A job asking for more than one GPU
-is refused with :data:`ONE_DEVICE` instead of being silently squeezed onto one card.
+* :func:`place_jobs`: each job (training, sampling, log_prob, in that order) gets as many devices as it asks for
+  (``--training-gpus`` ...). On CUDA the ranges are consecutive and never overlap (training ``cuda:0-3``, sampling
+  ``cuda:4-6``, log_prob ``cuda:7`` for 4 + 3 + 1 on an 8-GPU node). A node with fewer GPUs than one per job still
+  hosts three one-GPU jobs (the later ones share the last GPU; training keeps its own while there are two), but jobs
+  of several GPUs that do not fit are refused, naming the counts, never squeezed. On CPU a job's count is its number
+  of workers (``("cpu", "cpu")`` for two).
+* :func:`sampling_replicas`: the sampling range cut into replicas of ``tensor_parallel_size`` devices each
+  (independent engines, as verl runs dense models); a size that does not divide the range is refused.
+* :func:`engine_visible_devices`: the ``CUDA_VISIBLE_DEVICES`` of one engine process, mapped through the server's
+  own list (a server started with ``CUDA_VISIBLE_DEVICES=2,3`` calls its GPUs ``cuda:0`` / ``cuda:1``).
+* :func:`split_node`: the default job sizes of an H200 node (the launcher's split).
 
-:func:`place_jobs` is a pure function of the requested counts, the server's ``--device`` and the device count, so
-the policy is tested on any machine with a fake count.
+Everything here is a pure function of counts and strings, so it is tested on any machine with fake counts.
 """
 
 from __future__ import annotations
 
 import re
 
-from ..protocol import JOB_TYPES
+from ..protocol import JOB_TYPES, gpus_flag
 
-ONE_DEVICE = (
-    "the embedded server runs a job on one device; for multi-GPU jobs point the plugin at an Arctic-Platform "
-    "server: ARCTIC_BACKEND=onprem"
-)
+Devices = tuple[str, ...]
+"""A job's devices: ``("cuda:4", "cuda:5")``, or ``("cpu",) * workers``."""
 
 _CUDA = re.compile(r"^cuda(?::(\d+))?$")
+_CUDA_RANGE = re.compile(r"^cuda:(\d+)-(\d+)$")
 
 
 class PlacementError(ValueError):
@@ -31,7 +36,7 @@ class PlacementError(ValueError):
 
 
 def parse_job_devices(spec: str | None) -> dict[str, str]:
-    """``training=cuda:0,sampling=cuda:1`` -> dict (the ``--job-devices`` server option); empty for None / ''.
+    """``training=cuda:0-3,sampling=cuda:4`` -> dict (the ``--job-devices`` server option); empty for None / ''.
 
     Raises:
         PlacementError: an unknown job type or a malformed entry.
@@ -68,51 +73,174 @@ def check_device(device: str, device_count: int, what: str) -> str:
     return f"cuda:{idx}"
 
 
-def place_jobs(
-    requested: dict[str, int], *, device: str, device_count: int, overrides: dict[str, str] | None = None
-) -> dict[str, str]:
-    """The device of every requested job (count > 0).
-
-    Args:
-        requested: job type -> GPUs asked for (``--training-gpus`` ...; 0 = no such job).
-        device: the server's ``--device``: ``auto`` (GPUs if any, else cpu), ``cpu``, ``cuda`` (spread over the
-            GPUs) or ``cuda:N`` (every job on that one device).
-        device_count: GPUs visible (``torch.cuda.device_count()``).
-        overrides: job type -> device (``--job-devices``), taking precedence.
-
-    Returns:
-        job type -> ``cpu`` or ``cuda:N``, for the jobs with a count > 0.
+def check_devices(spec: str, count: int, device_count: int, what: str) -> Devices:
+    """A job's devices from an override: ``cpu`` (``count`` workers), ``cuda:N`` or ``cuda:N-M`` (inclusive).
 
     Raises:
-        PlacementError: a job asking for more than one GPU on CUDA (:data:`ONE_DEVICE`), a device that does not
-            exist, or an unknown job type.
+        PlacementError: a device that does not exist, or a range whose size is not the job's ``count``.
+    """
+    if spec == "cpu":
+        return ("cpu",) * max(1, count)
+    m = _CUDA_RANGE.match(spec)
+    if m:
+        lo, hi = int(m.group(1)), int(m.group(2))
+        if hi < lo:
+            raise PlacementError(f"{what}: device range {spec!r} is empty")
+        devices = tuple(check_device(f"cuda:{i}", device_count, what) for i in range(lo, hi + 1))
+    else:
+        devices = (check_device(spec, device_count, what),)
+    if len(devices) != count:
+        raise PlacementError(f"{what}: {spec!r} names {len(devices)} GPU(s) but the job asks for {count}")
+    return devices
+
+
+def place_jobs(
+    requested: dict[str, int], *, device: str, device_count: int, overrides: dict[str, str] | None = None
+) -> dict[str, Devices]:
+    """The devices of every requested job (count > 0).
+
+    Args:
+        requested: job type -> GPUs asked for (``--training-gpus`` ...; 0 = no such job; on CPU: workers).
+        device: the server's ``--device``: ``auto`` (GPUs if any, else cpu), ``cpu``, ``cuda`` (consecutive ranges
+            over the GPUs) or ``cuda:N`` (every job on that one device; one GPU per job).
+        device_count: GPUs visible (``torch.cuda.device_count()``).
+        overrides: job type -> ``cpu``, ``cuda:N`` or ``cuda:N-M`` (``--job-devices``), taking precedence.
+
+    Returns:
+        job type -> its devices, for the jobs with a count > 0.
+
+    Raises:
+        PlacementError: jobs that do not fit the GPUs, a device that does not exist, an override whose size is not
+            the job's count, or an unknown job type.
     """
     unknown = sorted(set(requested) - set(JOB_TYPES)) + sorted(set(overrides or {}) - set(JOB_TYPES))
     if unknown:
         raise PlacementError(f"unknown job type(s) {unknown} (one of {JOB_TYPES})")
-    jobs = [j for j in JOB_TYPES if int(requested.get(j, 0)) > 0]
+    counts = {j: int(requested.get(j, 0)) for j in JOB_TYPES if int(requested.get(j, 0)) > 0}
     if device == "auto":
         device = "cuda" if device_count > 0 else "cpu"
-    out: dict[str, str] = {}
+    out: dict[str, Devices] = {}
     if device == "cpu":
-        out = {j: "cpu" for j in jobs}
+        out = {j: ("cpu",) * n for j, n in counts.items()}
     elif device == "cuda":
         if device_count <= 0:
             raise PlacementError("device 'cuda' requested but CUDA is not available on this server")
-        out = {j: f"cuda:{min(i, device_count - 1)}" for i, j in enumerate(jobs)}
+        out = _ranges(counts, device_count)
     else:
         one = check_device(device, device_count, "--device")
-        out = {j: one for j in jobs}
-    for j, dev in (overrides or {}).items():
+        wide = {j: n for j, n in counts.items() if n > 1}
+        if wide:
+            j, n = next(iter(wide.items()))
+            raise PlacementError(
+                f"--device {device} puts every job on that one GPU, but the {j} job asks for {n} "
+                f"({gpus_flag(j)} {n}); use --device cuda (consecutive ranges) or --job-devices {j}=cuda:N-M"
+            )
+        out = {j: (one,) for j in counts}
+    for j, spec in (overrides or {}).items():
         if j in out:
-            out[j] = check_device(dev, device_count, f"{j} job")
-    for j in jobs:
-        n = int(requested[j])
-        if n > 1 and out[j].startswith("cuda"):
-            raise PlacementError(f"the {j} job asks for {n} GPUs: {ONE_DEVICE}")
+            out[j] = check_devices(spec, counts[j], device_count, f"{j} job")
     return out
 
 
-def describe(placement: dict[str, str]) -> str:
-    """One line for logs and /status, e.g. ``training=cuda:0 sampling=cuda:1 log_prob=cuda:2``."""
-    return " ".join(f"{j}={placement[j]}" for j in JOB_TYPES if j in placement)
+def _ranges(counts: dict[str, int], device_count: int) -> dict[str, Devices]:
+    """Consecutive, non-overlapping ranges in job order; one-GPU jobs share the last GPU when there are too few."""
+    total = sum(counts.values())
+    if total <= device_count:
+        out, start = {}, 0
+        for j, n in counts.items():
+            out[j] = tuple(f"cuda:{i}" for i in range(start, start + n))
+            start += n
+        return out
+    if all(n == 1 for n in counts.values()):
+        # a small node still hosts the three one-GPU jobs; training keeps its GPU alone as long as there are two
+        return {j: (f"cuda:{min(i, device_count - 1)}",) for i, j in enumerate(counts)}
+    asked = " + ".join(f"{j} {n}" for j, n in counts.items())
+    flags = " / ".join(gpus_flag(j) for j in counts)
+    raise PlacementError(
+        f"the jobs ask for {total} GPUs ({asked}) but this server sees {device_count}; lower {flags} "
+        "(remote_backend.arctic.{training,sampling,log_prob}_gpus)"
+    )
+
+
+def sampling_replicas(devices: Devices, tensor_parallel_size: int) -> list[Devices]:
+    """The sampling job's devices cut into replicas of ``tensor_parallel_size`` consecutive devices each.
+
+    Raises:
+        PlacementError: a size below 1, or one that does not divide the job's devices (naming both settings).
+    """
+    tp, n = int(tensor_parallel_size), len(devices)
+    if tp < 1 or n % tp:
+        raise PlacementError(
+            f"vllm_config.tensor_parallel_size={tp} does not divide the sampling job's {n} device(s) "
+            f"({gpus_flag('sampling')} {n}): the sampling job runs {gpus_flag('sampling')} / tensor_parallel_size "
+            "replicas; make the sampling GPUs a multiple of the tensor-parallel size"
+        )
+    return [tuple(devices[i : i + tp]) for i in range(0, n, tp)]
+
+
+def engine_visible_devices(devices: Devices, server_visible: str | None) -> str:
+    """``CUDA_VISIBLE_DEVICES`` of an engine process on ``devices`` (``cuda:N``), mapped through the server's own
+    ``CUDA_VISIBLE_DEVICES`` (``server_visible``; None or unset: the GPUs are numbered as the driver sees them).
+
+    Raises:
+        PlacementError: a device that is not CUDA, or an index outside the server's list.
+    """
+    visible = [v.strip() for v in server_visible.split(",") if v.strip()] if server_visible else None
+    out = []
+    for d in devices:
+        m = _CUDA.match(d)
+        if not m or m.group(1) is None:
+            raise PlacementError(f"engine device {d!r} is not cuda:N")
+        i = int(m.group(1))
+        if visible is None:
+            out.append(str(i))
+        elif i < len(visible):
+            out.append(visible[i])
+        else:
+            raise PlacementError(f"engine device {d} is outside the server's CUDA_VISIBLE_DEVICES={server_visible}")
+    return ",".join(out)
+
+
+def describe(placement: dict[str, Devices]) -> str:
+    """One line for logs and /status, e.g. ``training=cuda:0-3 sampling=cuda:4-6 log_prob=cuda:7``."""
+    return " ".join(f"{j}={describe_devices(placement[j])}" for j in JOB_TYPES if j in placement)
+
+
+def describe_devices(devices: Devices) -> str:
+    """``cuda:4-6`` for a consecutive range, ``cuda:1,cuda:3`` otherwise, ``cpu`` / ``cpu x2`` on CPU."""
+    if devices and all(d == "cpu" for d in devices):
+        return "cpu" if len(devices) == 1 else f"cpu x{len(devices)}"
+    idx = [int(m.group(1)) for d in devices if (m := _CUDA.match(d)) and m.group(1) is not None]
+    if len(idx) == len(devices) > 1 and idx == list(range(idx[0], idx[0] + len(idx))):
+        return f"cuda:{idx[0]}-{idx[-1]}"
+    return ",".join(devices)
+
+
+def split_node(gpus: int, *, tensor_parallel_size: int = 1, reference: bool = True, min_training: int = 1) -> dict:
+    """The default job sizes of a node of ``gpus`` GPUs (the H200 launcher's split).
+
+    Half the node trains (FSDP over those GPUs: the update of a GRPO step is as long as its generation, and the
+    sharded optimizer state shrinks with every GPU added), at least ``min_training`` (what the model's training
+    state needs); one GPU computes reference log-probs when there is a reference (forward-only, bf16 weights);
+    the rest samples, rounded down to a multiple of ``tensor_parallel_size`` (replicas = sampling / TP), and what
+    rounding leaves goes back to training. When half the node leaves no room for one replica, training gets fewer
+    GPUs (never below ``min_training``).
+
+    Returns:
+        ``{"training": n, "sampling": n, "log_prob": n, "replicas": n}``.
+
+    Raises:
+        PlacementError: a node too small for one training GPU, the reference and one sampling replica.
+    """
+    tp = max(1, int(tensor_parallel_size))
+    ref = 1 if reference else 0
+    least = max(1, int(min_training))
+    sampling = (gpus - max(least, gpus // 2) - ref) // tp * tp
+    if sampling < tp:  # half the node for training leaves no replica: train on fewer GPUs (never below least)
+        sampling = (gpus - least - ref) // tp * tp
+    if sampling < tp:
+        raise PlacementError(
+            f"{gpus} GPU(s) cannot hold {least} training GPU(s), {ref} reference GPU and one sampling replica of "
+            f"{tp} GPU(s) (tensor_model_parallel_size={tp})"
+        )
+    return {"training": gpus - ref - sampling, "sampling": sampling, "log_prob": ref, "replicas": sampling // tp}

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from .batch import position_ids_from_mask
+from .engines.base import EngineSpec, SamplingInterface, WeightSource
 from .errors import RequestError
 from .model_engine import EngineSettings, ModelEngine, copy_weights
 
@@ -57,18 +57,16 @@ class GenerateItem:
     """vLLM's: after temperature, tokens with probability below ``min_p`` x the top probability are dropped."""
 
 
-class SamplingEngine(ModelEngine):
-    """Generation engine (job ``sampling``) with its own copy of the weights."""
+class SamplingEngine(ModelEngine, SamplingInterface):
+    """Generation engine (job ``sampling``, kind ``torch``) with its own copy of the weights."""
 
     kind = "sampling"
     engine_name = "torch"
 
     def __init__(self, settings: EngineSettings, *, max_batch_rows: int = 64):
         super().__init__(settings, train=False)
-        self.policy_version = 0
-        self.state = "ready"  # ready | sleeping | weights_ready
+        self._init_sampler()
         self.max_batch_rows = max_batch_rows
-        self.abort = threading.Event()
         self._rng = torch.Generator().manual_seed(int(settings.seed))
         cfg = self.model.config
         eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
@@ -79,61 +77,22 @@ class SamplingEngine(ModelEngine):
         )
         pad = getattr(cfg, "pad_token_id", None)
         self.pad_id = int(pad) if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
-        self._tokenizer = None
 
-    def tokenizer(self):
-        if self._tokenizer is None:
-            from transformers import AutoTokenizer
+    @classmethod
+    def from_spec(cls, spec: EngineSpec) -> SamplingEngine:
+        return cls(spec.settings, max_batch_rows=max(1, spec.max_batch_rows))
 
-            self._tokenizer = AutoTokenizer.from_pretrained(self.settings.model_path)
-        return self._tokenizer
-
-    def _text_tokenizer(self):
-        """The tokenizer for ``text`` in results, or None when the model folder has none (text is then null)."""
-        if self._tokenizer is None and not getattr(self, "_no_tokenizer", False):
-            try:
-                self.tokenizer()
-            except Exception:  # a model folder without a tokenizer still serves token ids
-                logger.warning("no tokenizer in %s: generate results carry text=null", self.settings.model_path)
-                self._no_tokenizer = True
-        return self._tokenizer
-
-    def load_weights_from(self, source_model) -> None:
-        copy_weights(source_model, self.model)
+    def load_weights_from(self, source: WeightSource) -> None:
+        copy_weights(source, self.model)
 
     def engine_config(self) -> dict[str, Any]:
         """What of the job's ``vllm_config`` this engine runs with (``/job/{id}``'s ``engine_config``):
         ``max_num_seqs`` (rows decoded together) and ``max_model_len`` (the job's ``max_seq_len``)."""
         return {"max_num_seqs": int(self.max_batch_rows), "max_model_len": int(self.settings.max_seq_len)}
 
-    # ---- sleep / wake (docs/arctic-rl-protocol.md §7) ----
-    def sleep(self, level: int) -> dict:
-        if level not in (1, 2):
-            raise RequestError(f"sleep level must be 1 or 2, got {level}")
-        released = self._release(level)
-        self.state = "sleeping"
-        return {"state": self.state, "level": level, "memory_released": released}
-
-    def wake(self, tags: list[str] | None) -> dict:
-        tags = None if tags is None else list(tags)
-        if tags is not None and any(t not in ("weights", "kv_cache") for t in tags):
-            raise RequestError(f"wake tags must be 'weights' and/or 'kv_cache', got {tags}")
-        wake_weights = tags is None or "weights" in tags
-        wake_kv = tags is None or "kv_cache" in tags
-        if wake_kv and not wake_weights and self.state == "sleeping":
-            raise RequestError("cannot wake kv_cache before weights (wake ['weights'] first)", 409)
-        self._restore(tags, wake_weights)
-        if wake_weights and wake_kv:
-            self.state = "ready"
-        elif wake_weights:
-            self.state = "weights_ready" if self.state == "sleeping" else self.state
-        elif wake_kv:
-            self.state = "ready"
-        return {"state": self.state}
-
+    # ---- sleep / wake: the memory part (the state machine is SamplingInterface's) ----
     def _release(self, level: int) -> bool:
-        """:meth:`sleep`'s memory part: the weights go to CPU (a CPU engine keeps them; only the state changes).
-        Returns whether device memory was released (``memory_released`` in the reply)."""
+        """The weights go to CPU (a CPU engine keeps them; only the state changes)."""
         if self.device.type == "cuda":
             self.model.to("cpu")
             torch.cuda.empty_cache()
@@ -141,7 +100,7 @@ class SamplingEngine(ModelEngine):
         return False
 
     def _restore(self, tags: list[str] | None, wake_weights: bool) -> None:
-        """:meth:`wake`'s memory part, before the state moves on: the weights back to the engine's device."""
+        """The weights back to the engine's device."""
         if wake_weights and self.device.type == "cuda":
             self.model.to(self.device)
 
@@ -152,8 +111,7 @@ class SamplingEngine(ModelEngine):
         Returns:
             ``(results, policy_version)``: one result dict per item.
         """
-        if self.state != "ready":
-            raise RequestError(f"the sampling engine is {self.state}; call /wake-inference first", 409)
+        self.require_ready()
         version = self.policy_version
         out: list[dict] = []
         for s in range(0, len(items), self.max_batch_rows):
@@ -329,7 +287,7 @@ def _apply_penalties(logits: torch.Tensor, items: list[GenerateItem], prompts: l
 TORCH_VLLM_CONFIG = {
     "max_num_seqs": "honoured: rows decoded together",
     "max_model_len": "honoured: the job's max_seq_len",
-    "tensor_parallel_size": "1 only (one device per job)",
+    "tensor_parallel_size": "1 only (the torch loop runs one replica on one device)",
     "enforce_eager": "the torch loop always runs eagerly (true or false: no graphs are captured)",
     "gpu_memory_utilization": "no effect: the torch loop preallocates no KV cache (its cache grows with the batch)",
     "enable_chunked_prefill": "no effect on results: the torch loop prefills each batch in one pass",

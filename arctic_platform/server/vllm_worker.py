@@ -15,13 +15,17 @@
 """The vLLM worker extension of the sampling job's vLLM engine (:mod:`.vllm_engine`).
 
 vLLM mixes this class into its worker (engine argument ``worker_extension_cls``); the engine calls its methods with
-``collective_rpc``. Weight sync goes through vLLM's public reload path, ``model_runner.reload_weights`` with
-checkpoint-format tensors (the HF parameter names the training engine has), which also redoes vLLM's
-post-load processing (the CPU backend repacks linear weights into its kernel layout). The tensors arrive as a
-safetensors file (under ``/dev/shm``), never pickled. :meth:`ArcticWorkerExtension.arctic_weight_norm` reads the
-weights back from the live model, including the copies the CPU backend packed into its GEMM kernels (read back by
-running the kernel on an identity matrix), and :meth:`ArcticWorkerExtension.arctic_engine_config` reports the engine
-configuration the worker was built with. Imported in vLLM's worker process only.
+``collective_rpc``. Weight sync is vLLM's layerwise reload, the sequence vLLM's own weight-transfer engines run
+(``initialize_layerwise_reload`` -> ``model.load_weights`` per chunk -> ``finalize_layerwise_reload``): the
+checkpoint-format tensors (the HF parameter names the training engine has) arrive in buckets, each a safetensors file
+(under ``/dev/shm``, never pickled) loaded by :meth:`ArcticWorkerExtension.arctic_load_bucket` between
+:meth:`~ArcticWorkerExtension.arctic_begin_weights` and :meth:`~ArcticWorkerExtension.arctic_finish_weights`; the
+finish redoes vLLM's post-load processing (the CPU backend repacks linear weights into its kernel layout) once. A
+tensor-parallel worker receives full tensors and keeps its shard (vLLM's weight loaders slice them).
+:meth:`ArcticWorkerExtension.arctic_weight_norm` reads the weights back from the live model, including the copies
+the CPU backend packed into its GEMM kernels (read back by running the kernel on an identity matrix), and
+:meth:`ArcticWorkerExtension.arctic_engine_config` reports the engine configuration the worker was built with.
+Imported in vLLM's worker process only.
 """
 
 from __future__ import annotations
@@ -32,14 +36,28 @@ __all__ = ["ArcticWorkerExtension"]
 class ArcticWorkerExtension:
     """Methods vLLM adds to its worker; ``self`` is the vLLM worker (``self.model_runner`` is its model runner)."""
 
-    def arctic_load_weights(self, path: str) -> int:
-        """Load the safetensors file ``path`` (HF parameter names) into the live model; returns the tensor count."""
+    def arctic_begin_weights(self) -> None:
+        """Start a weight update: vLLM defers each layer's processing until all of its weights have arrived."""
+        from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
+
+        initialize_layerwise_reload(self.model_runner.get_model())
+
+    def arctic_load_bucket(self, path: str) -> int:
+        """Load one bucket (the safetensors file ``path``, HF parameter names) into the model being updated; returns
+        its tensor count."""
         from safetensors.torch import load_file
 
         state = load_file(path, device="cpu")
-        self.model_runner.reload_weights(weights_iterator=iter(state.items()), is_checkpoint_format=True)
-        _refresh_cpu_embedding_gemms(self.model_runner.get_model())
+        self.model_runner.get_model().load_weights(iter(state.items()))
         return len(state)
+
+    def arctic_finish_weights(self) -> None:
+        """Finish the update: vLLM's post-load processing, then the CPU logits GEMM of a tied embedding."""
+        from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
+
+        model = self.model_runner.get_model()
+        finalize_layerwise_reload(model, self.model_runner.model_config)
+        _refresh_cpu_embedding_gemms(model)
 
     def arctic_weight_norm(self) -> tuple[float, int]:
         """Sum of squares (float64) and element count of the weights the live model computes with.
@@ -82,9 +100,13 @@ class ArcticWorkerExtension:
     def arctic_engine_config(self) -> dict:
         """The engine configuration this worker was built with (vLLM's ``VllmConfig``): the keys a job's
         ``vllm_config`` most often sets, as plain values."""
+        import os
+
         cfg = self.vllm_config
         cc = cfg.compilation_config
         return {
+            "tensor_parallel_size": int(cfg.parallel_config.tensor_parallel_size),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),  # the GPUs this worker's process sees
             "max_num_seqs": int(cfg.scheduler_config.max_num_seqs),
             "max_num_batched_tokens": int(cfg.scheduler_config.max_num_batched_tokens),
             "max_model_len": int(cfg.model_config.max_model_len),

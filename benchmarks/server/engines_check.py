@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The embedded server's torch engines on CUDA, checked against the same engines on CPU in float32.
 
-On the tiny Qwen2 model (arctic_platform.fixtures.make_tiny_model): training forward-backward + optimizer step,
-greedy generation, a weight sync training -> sampling and the log_prob engine, each job on the device the server's
+On the tiny Qwen2 model (arctic_platform.fixtures.make_tiny_model): training forward-backward + optimizer step (the
+one-device engine, and the sharded engine at world size 1: FSDP2 with verl's bf16 mixed precision over NCCL, its
+rank in its own process), greedy generation, a weight sync training -> sampling and the log_prob engine, each job on
+the device the server's
 placement gives it (arctic_platform.server.placement: cuda:0 / cuda:1 / cuda:2 when there are enough GPUs, else
 shared). The device under test runs in bfloat16 (the CUDA default); the reference is CPU float32.
 
@@ -31,6 +33,7 @@ from pathlib import Path
 import torch
 
 from arctic_platform.server import engines as E
+from arctic_platform.server.fsdp_engine import ShardedTrainingEngine
 from arctic_platform.server.placement import describe, place_jobs
 
 P, R, ROWS = 8, 6, 4
@@ -58,8 +61,11 @@ def token_logprobs(result: dict) -> list[float]:
     return [e[str(t)]["logprob"] for e, t in zip(result["logprobs"], result["token_ids"], strict=True)]
 
 
-def run_engines(model_dir: str, devices: dict[str, str], dtype: str, other_device: str, inject: bool) -> dict:
-    """One full pass: forward-backward + step, logprobs after the step, generation, sync, log_prob engine."""
+def run_engines(
+    model_dir: str, devices: dict[str, str], dtype: str, other_device: str, inject: bool, sharded: bool = False
+) -> dict:
+    """One full pass: forward-backward + step, logprobs after the step, generation, sync, log_prob engine; with
+    ``sharded``, the same update on the sharded engine too (``sharded_*``)."""
 
     def settings(dev):
         return E.EngineSettings(model_path=model_dir, device=dev, dtype=dtype, max_seq_len=64, seed=1)
@@ -76,6 +82,17 @@ def run_engines(model_dir: str, devices: dict[str, str], dtype: str, other_devic
     out["loss"] = torch.tensor(fb["metrics"]["loss"] + (1.0 if inject else 0.0))
     out["grad_norm"] = torch.tensor(trainer.step()["metrics"]["grad_norm"])
     out["logprobs_after_step"] = trainer.forward(batch, meta)["batch"]["logprobs"][:, P - 1 : P + R - 1][valid]
+    if sharded:  # the sharded engine (kind fsdp) at world size 1 on the training device: same batch, same start
+        eng = ShardedTrainingEngine(
+            settings(devices["training"]), E.TrainingSettings(lr=1e-2, grad_clip=1.0), [devices["training"]]
+        )
+        try:
+            out["sharded_loss"] = torch.tensor(eng.forward_backward(dict(batch, old_log_probs=old), meta)["avg_loss"])
+            out["sharded_grad_norm"] = torch.tensor(eng.step()["metrics"]["grad_norm"])
+            after = eng.forward(batch, meta)["batch"]["logprobs"]
+            out["sharded_logprobs_after_step"] = after[:, P - 1 : P + R - 1][valid]
+        finally:
+            eng.close()
     sampler = E.SamplingEngine(settings(devices["sampling"]), max_batch_rows=8)
     sampler.load_weights_from(trainer.model)  # weight sync, across devices when placed apart
     # the trainer keeps float32 master weights (the job dtype is its autocast dtype); the sync casts them to the
@@ -121,14 +138,15 @@ def main(argv=None) -> int:
     inject = os.environ.get("ARCTIC_GPU_CHECK_FAIL", "") == "engines"
     count = 0 if args.dry else torch.cuda.device_count()
     jobs = {"training": 1, "sampling": 1, "log_prob": 1}
-    devices = place_jobs(jobs, device="cpu" if args.dry else "cuda", device_count=count)
+    placement = place_jobs(jobs, device="cpu" if args.dry else "cuda", device_count=count)
+    devices = {j: d[0] for j, d in placement.items()}
     other = f"cuda:{min(3, count - 1)}" if count else "cpu"
-    print(f"engines_check: placement {describe(devices)}, synced copy on {other} ({count} GPU(s))")
+    print(f"engines_check: placement {describe(placement)}, synced copy on {other} ({count} GPU(s))")
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = str(make_tiny_model(Path(tmp) / "model", seed=0))
         ref = run_engines(model_dir, {j: "cpu" for j in jobs}, "float32", "cpu", False)
         yard = run_engines(model_dir, {j: "cpu" for j in jobs}, "bfloat16", "cpu", False)
-        dut = run_engines(model_dir, devices, "bfloat16", other, inject)
+        dut = run_engines(model_dir, devices, "bfloat16", other, inject, sharded=True)
     rows = []
 
     def row(name, got, want, yardstick, scale=None):
@@ -142,6 +160,11 @@ def main(argv=None) -> int:
 
     for key in ("ref_logprobs", "loss", "grad_norm", "logprobs_after_step", "synced_logprobs"):
         row(key, dut[key], ref[key], yard[key])
+    # the sharded engine runs in the device pass only (its rank is a process of its own, slow to start on CPU): it is
+    # held to the one-device engine's fp32 reference and bf16 yardstick (FSDP's bf16 parameters are not autocast's
+    # arithmetic, but the same precision)
+    for key in ("loss", "grad_norm", "logprobs_after_step"):
+        row(f"sharded_{key}", dut[f"sharded_{key}"], ref[key], yard[key])
     # the sync copies the cast master weights as they are: the norms must agree to rounding of the norm itself
     row("sync_weight_norm_diff", dut["sync_weight_norm_diff"], 0.0, 0.0, scale=0.0)
     # generation after the step and the sync: the first greedy token's log-prob vs the fp32 reference
@@ -167,7 +190,7 @@ def main(argv=None) -> int:
         w.writeheader()
         w.writerows(rows)
     failed = [r["check"] for r in rows if not r["ok"]]
-    print(f"engines_check: {len(rows) - len(failed)}/{len(rows)} ok on {describe(devices)}" +
+    print(f"engines_check: {len(rows) - len(failed)}/{len(rows)} ok on {describe(placement)}" +
           (f"; FAILED {failed}" if failed else ""))  # fmt: skip
     return 1 if failed else 0
 

@@ -52,12 +52,52 @@ def test_states_and_vocabularies_are_shared():
 
 @pytest.mark.parametrize("sched", ["constant", "cosine"])
 def test_ds_config_round_trip(sched):
-    kw = dict(lr=3e-4, betas=(0.8, 0.95), eps=1e-7, weight_decay=0.0, grad_clip=2.0, warmup_steps=5)
+    """The one schedule spec -> the DeepSpeed scheduler a reference server gets -> what this server reads back."""
+    from arctic_platform.protocol import LrSchedule, OptimizerSpec
+
+    opt = OptimizerSpec(lr=3e-4, betas=(0.8, 0.95), eps=1e-7, weight_decay=0.0, grad_clip=2.0)
+    schedule = LrSchedule(lr_scheduler_type=sched, lr_warmup_steps=5)
     if sched == "cosine":
-        kw.update(lr_scheduler_type="cosine", total_steps=50, min_lr_ratio=0.1)
-    got = read_ds_config(build_ds_config(**kw, micro_batch_size=2))
-    want = {k: v for k, v in kw.items() if k != "grad_clip"}
-    assert got == {**want, "grad_clip": 2.0, "micro_batch_size": 2, "lr_scheduler_type": sched}
+        schedule = LrSchedule(
+            lr_scheduler_type="cosine", lr_warmup_steps=5, total_training_steps=25, min_lr_ratio=0.1, init_lr_ratio=0.2
+        )
+    got = read_ds_config(build_ds_config(opt, schedule, ticks_per_step=2, micro_batch_size=2))
+    assert {k: got[k] for k in ("lr", "betas", "eps", "weight_decay", "grad_clip", "micro_batch_size")} == {
+        "lr": 3e-4,
+        "betas": (0.8, 0.95),
+        "eps": 1e-7,
+        "weight_decay": 0.0,
+        "grad_clip": 2.0,
+        "micro_batch_size": 2,
+    }
+    # warmup and horizon in optimizer steps: 2 per tick
+    assert (got["lr_scheduler_type"], got["warmup_steps"]) == (sched, 10)
+    if sched == "cosine":
+        assert (got["total_steps"], got["min_lr_ratio"], got["init_lr_ratio"]) == (50, 0.1, 0.2)
+
+
+@pytest.mark.parametrize(
+    "schedule, horizon, warmup",
+    [
+        ({"lr_warmup_steps": 3}, None, 3),
+        ({"lr_warmup_steps": -1, "lr_warmup_steps_ratio": 0.25}, 10, 2),  # verl truncates: int(0.25 * 10)
+        ({"lr_warmup_steps": 0, "lr_warmup_steps_ratio": 0.25}, None, 0),  # no horizon yet
+        ({"lr_warmup_steps_ratio": 0.5, "total_training_steps": 7}, None, 3),
+    ],
+)
+def test_the_one_warmup_rule(schedule, horizon, warmup):
+    from arctic_platform.protocol import LrSchedule
+
+    assert LrSchedule(**schedule).warmup(horizon) == warmup
+
+
+def test_a_schedule_without_its_horizon_gives_no_deepspeed_scheduler():
+    from arctic_platform.protocol import LrSchedule, ds_scheduler
+
+    assert ds_scheduler(LrSchedule(lr_scheduler_type="cosine"), 1e-3) is None
+    assert ds_scheduler(LrSchedule(lr_warmup_steps_ratio=0.1), 1e-3) is None
+    assert ds_scheduler(LrSchedule(), 1e-3) is None  # a constant rate: nothing to schedule
+    assert ds_scheduler(LrSchedule(lr_warmup_steps=2), 1e-3, 3)["params"]["warmup_num_steps"] == 6
 
 
 @pytest.mark.parametrize(
@@ -98,8 +138,12 @@ def test_training_config_is_read_as_the_reference_reads_it():
         "grad_clip": 0.5,
         "lr_scheduler_type": "cosine",
         "warmup_steps": 4,
+        "warmup_steps_ratio": 0.0,
         "total_steps": 40,
         "min_lr_ratio": 0.2,
+        "num_cycles": 0.5,
+        "zero_indexed_step": True,
+        "init_lr_ratio": 0.0,
     }
     # no horizon: the reference keeps a constant rate
     assert "lr_scheduler_type" not in read_training_config({"lr_scheduler": {"type": "cosine"}})
@@ -152,8 +196,8 @@ def test_client_bodies_read_into_the_typed_sections_without_loss(tmp_path):
     """Every key the client sends is a typed field: dumping the parsed body gives the body back."""
     from arctic_platform.client import ArcticRLClientConfig
 
-    lr_schedule = {"lr_scheduler_type": "cosine", "lr_warmup_steps": -1, "total_training_steps": None,
-                   "min_lr_ratio": 0.0, "num_cycles": 0.5, "zero_indexed_step": True}  # fmt: skip
+    lr_schedule = {"lr_scheduler_type": "cosine", "lr_warmup_steps": 2, "total_training_steps": 10,
+                   "min_lr_ratio": 0.0, "num_cycles": 0.5, "zero_indexed_step": False}  # fmt: skip
     c = ArcticRLClientConfig(
         model_name="m",
         training={
@@ -166,9 +210,6 @@ def test_client_bodies_read_into_the_typed_sections_without_loss(tmp_path):
                 "use_liger": False,
                 "enable_gradient_checkpointing": True,
             },
-            "lr_scheduler_type": "cosine",
-            "total_steps": 10,
-            "warmup_steps": 2,
             "lr_schedule": lr_schedule,
             "lora": {"rank": 4, "alpha": 8, "target_modules": ["q_proj"], "exclude_modules": None},
         },

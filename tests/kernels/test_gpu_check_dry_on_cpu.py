@@ -140,3 +140,68 @@ def test_real_mode_fails_loudly_without_cuda(repo_root, python_exe, tmp_path):
     assert proc.returncode == 1
     assert "no CUDA device visible" in proc.stderr
     assert not (tmp_path / "cascade.csv").exists()
+
+
+SERVER_STACK = ("fastapi", "uvicorn", "pydantic", "pytest-asyncio", "pytest-timeout")
+"""gpu_check.sh --prepare's CARRY_PKGS, carried with their requirements."""
+
+
+def python_with_only(tmp_path, dists) -> str:
+    """A fresh venv that sees only the installed distributions ``dists`` of this test environment."""
+    from importlib import metadata
+
+    env = tmp_path / "bare"
+    venv.create(env, with_pip=False)
+    deps = tmp_path / "bare-deps"
+    deps.mkdir()
+    for name in dists:
+        dist = metadata.distribution(name)
+        tops = {f.parts[0] for f in dist.files or [] if f.parts and f.parts[0] not in ("..", "bin", "__pycache__")}
+        for top in tops:
+            src = Path(dist.locate_file(top))
+            if src.exists() and not (deps / top).exists():
+                (deps / top).symlink_to(src)
+    py = str(env / "bin" / "python")
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    Path(site, "zz_test_env_deps.pth").write_text(f"import site; site.addsitedir({str(deps)!r})\n")
+    return py
+
+
+def test_the_engines_step_runs_on_a_bare_image_from_the_carry(repo_root, tmp_path):
+    """A Python that sees only the bare image's packages (torch, triton, transformers, httpx, pytest and what they
+    require): no ray, tensordict or omegaconf, no server stack, no arctic-verl. Its carry is made as --prepare makes
+    it (the wheel under test, gpu_carry.py's ENGINES_IMPORTS and the server stack, ray as its stripped zip), here
+    from this environment's installed files (this Python's ABI) instead of cp312 downloads; the install, import and
+    engines steps then run and pass."""
+    import importlib.util
+
+    wheels = sorted((repo_root / "dist").glob("verl-*+arctic.*-py3-none-any.whl"), key=os.path.getmtime)
+    if not wheels:
+        pytest.skip("no built wheel in dist/ (run ./build.sh)")
+    spec = importlib.util.spec_from_file_location("gpu_carry", repo_root / "benchmarks" / "gpu_carry.py")
+    gpu_carry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_carry)
+    bare = gpu_carry.closure(gpu_carry.BARE_IMAGE)
+    py = python_with_only(tmp_path, sorted(bare))
+    probe = subprocess.run([py, "-c", "import torch, transformers, httpx\nimport ray"], capture_output=True, text=True,
+                           cwd=tmp_path)  # fmt: skip
+    assert "No module named 'ray'" in probe.stderr, probe.stderr  # the premise: a bare image
+    carry = tmp_path / "carry"
+    carry.mkdir()
+    shutil.copy(wheels[-1], carry)
+    carried = {n.split("==")[0] for n in gpu_carry.carry_list()} | (gpu_carry.closure(SERVER_STACK) - bare)
+    for dist in sorted(carried - {"verl"}):
+        gpu_carry.zip_installed(dist, carry)
+    gpu_carry.strip_ray(Path(sysconfig.get_paths()["purelib"]), carry / "ray-core.zip")
+    proc = run_script(repo_root, py, tmp_path / "out", "--dry", ARCTIC_GPU_CARRY=str(carry),
+                      ARCTIC_GPU_CHECK_ONLY="install,import,engines")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    st = steps(tmp_path / "out")
+    assert {s: st[s]["status"] for s in ("install", "import", "engines")} == dict.fromkeys(
+        ("install", "import", "engines"), "pass"
+    ), st
+    assert "/site/arctic_platform/kernels" in st["import"]["note"]
+    engines = read_csv(tmp_path / "out" / "engines_check.csv")
+    assert len(engines) >= 8 and all(r["ok"] == "True" for r in engines)
+    assert any(r["check"] == "sharded_grad_norm" for r in engines)  # verl's FSDP2 wrapping ran too

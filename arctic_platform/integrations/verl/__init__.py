@@ -17,9 +17,13 @@
 | File | Role |
 |---|---|
 | ``register.py`` | registrations only (``verl.plugins`` entry point): backend, lazy worker/replica loaders, Hydra |
-| ``adapter.py`` | the ``arctic`` ``RemoteBackend``: verl config -> Arctic RL client config, jobs, fail-loud checks |
-| ``options.py`` | the run's config as the plugin reads it: composition, verl's defaults, ``remote_backend.arctic`` |
-| ``settings.py`` | every verl setting per backend profile: honoured, placement or refused (docs/settings.md) |
+| ``adapter.py`` | the ``arctic`` ``RemoteBackend``: verl config -> Arctic RL client config, jobs, start-up checks |
+| ``options.py`` | the plugin's own options typed (``remote_backend.*``, mirrors arctic.yaml); composition |
+| ``verl_config.py`` | verl's settings through verl's config dataclasses; the optimizer / LR schedule the backend runs |
+| ``refusal.py`` | the one form of a start-up refusal (``<setting>=<value>: <backend> <why>; <way out>``) |
+| ``settings/`` | every verl setting per backend profile (model, checks, table, render: docs/settings.md) |
+| ``node.py`` | the rollout TP / replicas and job sizes against the sampler and GPUs the backend has (start-up) |
+| ``node_plan.py`` | the H200 launcher's split of a node and the memory per GPU, from the model's config |
 | ``compose_check.py``, ``probe.py`` | the dry run before Ray starts; ``arctic-verl probe`` against a live backend |
 | ``v1/worker.py`` | ``ArcticV1ActorRolloutRefWorker``: the CPU forwarder (log-probs, updates, weight sync, ckpts) |
 | ``v1/replica.py`` | ``ArcticV1Replica``: ``RolloutReplica`` whose server forwards ``generate`` to the backend |

@@ -26,151 +26,190 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
 from verl.remote_backend import RemoteBackend
 
-from .options import arctic_options, lr_scheduler_type, optimizer_steps_per_training_step, per_gpu, verl_defaults
+from .options import ArcticOptions, arctic_options, read_options
+from .refusal import ArcticConfigError, Refusal, shown
 from .settings import check_settings, placement_note
 from .settings import settings_notes as _settings_notes
+from .verl_config import actor_config, optimizer_steps_per_training_step, per_gpu, rollout_config, training_spec
 
 if TYPE_CHECKING:
     from arctic_platform.backend_profile import BackendProfile
 
 logger = logging.getLogger(__name__)
 
-BACKEND_TYPES = ("local", "onprem", "cortex")
+__all__ = [
+    "ArcticConfigError",
+    "ArcticRemoteBackend",
+    "BackendSource",
+    "arctic_options",
+    "build_client_config",
+    "check_config",
+    "coalesce_settings",
+    "refuse",
+    "settings_notes",
+    "settings_refusals",
+    "static_profile",
+    "validate_arctic_config",
+]
 
 
-class ArcticConfigError(ValueError):
-    """A verl configuration the arctic backend cannot honour (raised at start-up, naming the setting)."""
-
-
-def coalesce_settings(opts: DictConfig) -> tuple[int, float]:
+def coalesce_settings(opts: ArcticOptions) -> tuple[int, float]:
     """``(max_prompts, window_s)`` of the /generate coalescer from ``remote_backend.arctic.sampling``.
 
     ``max_prompts_per_request: null`` means 64 on the embedded server (``backend.type=local``: its torch engine runs
     concurrent requests as one static batch anyway) and 1 (off) elsewhere (a continuous-batching vLLM server returns
-    each sequence when it is done; coalescing would make short ones wait for long ones).
+    each sequence when it is done; coalescing would make short ones wait for long ones). The options model keeps both
+    in range.
     """
     sampling = opts.sampling
-    max_prompts = sampling.get("max_prompts_per_request", None)
+    max_prompts = sampling.max_prompts_per_request
     if max_prompts is None:
         max_prompts = 64 if opts.backend.type == "local" else 1
-    window_ms = float(sampling.get("coalesce_window_ms", 5.0))
-    if int(max_prompts) < 1 or window_ms < 0:
-        raise ArcticConfigError(
-            "remote_backend.arctic.sampling: max_prompts_per_request must be >= 1 and coalesce_window_ms >= 0 "
-            f"(got {max_prompts}, {window_ms})"
-        )
-    return int(max_prompts), window_ms / 1000.0
+    return int(max_prompts), float(sampling.coalesce_window_ms) / 1000.0
 
 
-def validate_arctic_config(main_config: DictConfig, opts: Optional[DictConfig] = None) -> DictConfig:
-    """Reject backend options the arctic backend cannot honour, naming the setting. Returns the merged options.
+def validate_arctic_config(main_config: DictConfig, opts: Optional[ArcticOptions] = None) -> ArcticOptions:
+    """The run's ``remote_backend.arctic`` options, after the checks of the options themselves.
 
-    The verl settings themselves (loss, optimizer, batching, rollout, ...) are checked against the backend's
-    capability profile by :func:`settings_refusals` (:mod:`.settings`).
+    Raises:
+        ArcticConfigError: every invalid option and every refusal of the backend block (:func:`check_config` runs
+            these with the verl settings, all at once).
     """
-    opts = opts if opts is not None else arctic_options(main_config)
-    backend_type = opts.backend.type
-    if backend_type not in BACKEND_TYPES:
-        raise ArcticConfigError(
-            f"remote_backend.arctic.backend.type={backend_type!r} is not supported; use one of {list(BACKEND_TYPES)}"
-        )
-    if backend_type == "onprem" and not opts.backend.url:
-        raise ArcticConfigError("remote_backend.arctic.backend.type=onprem needs remote_backend.arctic.backend.url")
-    coalesce_settings(opts)
-    if main_config.algorithm.adv_estimator == "gae" or main_config.critic.get("enable", False):
-        raise ArcticConfigError(
-            "algorithm.adv_estimator=gae needs a critic, which the arctic backend does not run; use grpo (or another "
-            "critic-free estimator)"
-        )
-    async_on = bool(((main_config.get("remote_backend", None) or {}).get("async_rollout", None) or {}).get("enable"))
-    if opts.get("colocate", False) and async_on:
-        raise ArcticConfigError(
-            "remote_backend.arctic.colocate=true with remote_backend.async_rollout.enable=true: a colocated sampler "
-            "sleeps while the policy trains, so it cannot sample the next batch meanwhile; turn one of them off"
-        )
-    shared = opts.shared_filesystem if opts.shared_filesystem is not None else backend_type != "cortex"
-    if not shared and (main_config.trainer.save_freq > 0 or main_config.trainer.resume_mode != "disable"):
-        raise ArcticConfigError(
-            "trainer.save_freq > 0 or trainer.resume_mode != disable saves/loads backend checkpoints under "
-            "trainer.default_local_dir, but remote_backend.arctic.shared_filesystem is false for this backend; "
-            "set trainer.save_freq=-1 and trainer.resume_mode=disable, or use a backend that shares the filesystem"
-        )
-    for key in ("max_prompt_length", "max_response_length"):
-        if int(main_config.data[key]) <= 0:
-            raise ArcticConfigError(f"data.{key} must be positive")
+    if opts is None:
+        opts, refusals = read_options(main_config)
+    else:
+        refusals = []
+    from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN
+
+    from .settings.checks import backend_options
+    from .settings.model import SettingsContext
+
+    refusals += backend_options(SettingsContext(main_config, opts, ARCTIC_PLATFORM_MAIN))
+    if refusals:
+        raise ArcticConfigError(_header(refusals, "the arctic backend's options", None), refusals)
     return opts
 
 
-def static_profile(opts: DictConfig, *, timeout: float = 5.0) -> tuple[BackendProfile, str]:
+class BackendSource(NamedTuple):
+    """The profile the start-up checks run against, where it came from, and whether the server answered."""
+
+    profile: BackendProfile
+    source: str
+    reachable: bool = True
+
+
+def static_profile(opts: ArcticOptions, *, timeout: float = 5.0) -> BackendSource:
     """The backend's profile without creating anything, and where it came from.
 
     ``local``: the embedded server of this environment (the one the client will start); ``onprem``: the server's
-    ``/health`` (Arctic-Platform main's profile when it advertises none; when it cannot be reached, also Arctic-Platform
-    main's, the strictest known, so a dry run errs on the side of refusing); ``cortex``: the fixed Cortex profile
-    (SnowAPI has no ``/health``; :data:`arctic_platform.backend_profile.CORTEX`).
+    ``/health`` (Arctic-Platform main's profile when it advertises none); when it cannot be reached, Arctic-Platform
+    main's, the strictest known, with ``reachable`` False (:func:`check_config` refuses that too, naming it);
+    ``cortex``: the fixed Cortex profile (SnowAPI has no ``/health``; :data:`arctic_platform.backend_profile.CORTEX`).
     """
     from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN, CORTEX, profile_from_health
 
     if opts.backend.type == "local":
         from arctic_platform.server.capabilities import server_profile
 
-        return server_profile(), "the embedded server of this environment"
-    if opts.backend.type == "onprem":
+        return BackendSource(server_profile(), "the embedded server of this environment")
+    if opts.backend.type == "onprem" and opts.backend.url:
         import httpx
 
         url = str(opts.backend.url).rstrip("/")
         try:
             reply = httpx.get(f"{url}/health", timeout=timeout, trust_env=False)
             reply.raise_for_status()
-            return profile_from_health(reply.json()), f"{url}/health"
-        except Exception as e:  # unreachable: check against the strictest known profile
-            return ARCTIC_PLATFORM_MAIN, f"{url} unreachable ({type(e).__name__}); assumed Arctic-Platform main"
-    return CORTEX, "cortex (fixed: SnowAPI has no /health)"
+            return BackendSource(profile_from_health(reply.json()), f"{url}/health")
+        except Exception as e:  # unreachable: check against the strictest known profile, and say so
+            return BackendSource(
+                ARCTIC_PLATFORM_MAIN,
+                f"{url} not reached ({type(e).__name__}: {' '.join(str(e).split())[:160]}); Arctic-Platform main's "
+                "profile assumed",
+                reachable=False,
+            )
+    return BackendSource(CORTEX, "cortex (fixed: SnowAPI has no /health)")
 
 
-def settings_refusals(main_config: DictConfig, opts: DictConfig, profile: BackendProfile) -> list[str]:
-    """Every verl setting the backend with ``profile`` cannot honour, one message each (:mod:`.settings`)."""
-    return check_settings(main_config, opts, profile)
+def _unreachable(opts: ArcticOptions, src: BackendSource) -> Refusal:
+    return Refusal(
+        shown("remote_backend.arctic.backend.url", opts.backend.url),
+        "the Arctic RL server",
+        f"did not answer /health ({src.source.split('; ')[0]}), so the other lines are checked against "
+        f"{src.profile.name}'s profile, assumed",
+        "start the server, or fix the URL",
+    )
 
 
-def settings_notes(main_config: DictConfig, opts: DictConfig, profile: BackendProfile) -> list[str]:
+def settings_refusals(main_config: DictConfig, opts: ArcticOptions, profile: BackendProfile) -> list[Refusal]:
+    """Every verl setting the backend with ``profile`` cannot honour, one line each (:mod:`.settings`), then the
+    rollout parallelism and job sizes its sampler and GPUs cannot honour (:mod:`.node`)."""
+    from .node import node_refusals, sampler_view
+
+    return check_settings(main_config, opts, profile) + node_refusals(
+        main_config, opts, sampler_view(opts, profile.name)
+    )
+
+
+def settings_notes(main_config: DictConfig, opts: ArcticOptions, profile: BackendProfile) -> list[str]:
     """Start-up lines for settings the backend handles differently without changing the training."""
     return _settings_notes(main_config, opts, profile)
 
 
-def refuse(refusals: list[str], profile: BackendProfile) -> None:
+def _header(refusals: list[Refusal], who: str, source: Optional[str]) -> str:
+    lines = "\n".join(f"  - {r}" for r in refusals)
+    where = f"; profile from {source}" if source else ""
+    return f"{len(refusals)} setting(s) cannot be honoured by {who} (remote_backend=arctic{where}):\n{lines}"
+
+
+def refuse(refusals: list[Refusal], profile: BackendProfile, source: Optional[str] = None) -> None:
     """Raise :class:`ArcticConfigError` listing ``refusals`` (nothing when empty)."""
     if refusals:
-        lines = "\n".join(f"  - {r}" for r in refusals)
-        raise ArcticConfigError(
-            f"{len(refusals)} setting(s) cannot be honoured by {profile.name} (remote_backend=arctic):\n{lines}"
-        )
+        raise ArcticConfigError(_header(list(refusals), profile.name, source), refusals)
 
 
-def batch_sizing(main_config: DictConfig, opts: DictConfig) -> dict[str, Any]:
+def check_config(
+    main_config: DictConfig, profile: Optional[BackendProfile] = None
+) -> tuple[ArcticOptions, BackendSource]:
+    """Every start-up check that needs no job, all at once: the arctic options, the backend block and every verl
+    setting against the backend's profile (``profile``, else :func:`static_profile`; an unreachable server is a
+    refusal of its own). What ``main_ppo`` runs before Ray starts and ``compose_check`` runs for a dry run.
+
+    Raises:
+        ArcticConfigError: every refusal, one line each, naming the profile and where it came from.
+    """
+    opts, refusals = read_options(main_config)
+    src = BackendSource(profile, "given") if profile is not None else static_profile(opts)
+    if not src.reachable:
+        refusals.insert(0, _unreachable(opts, src))
+    refusals += [r for r in settings_refusals(main_config, opts, src.profile) if r not in refusals]
+    refuse(refusals, src.profile, src.source)
+    return opts, src
+
+
+def batch_sizing(main_config: DictConfig, opts: ArcticOptions) -> dict[str, Any]:
     """DeepSpeed batch sizing from verl's mini / micro batch sizes, as the reference adapter derives it.
 
     ``train_batch_size`` = ``ppo_mini_batch_size`` x ``rollout.n`` sequences (one optimizer step per mini-batch);
     ``micro_batch_size`` = ``ppo_micro_batch_size_per_gpu`` (None with ``use_dynamic_bsz``: token budgets decide);
     the client derives ``gradient_accumulation_steps`` = train_batch_size // (micro x training_gpus).
     """
-    arr = main_config.actor_rollout_ref
-    actor = arr.actor
+    actor = actor_config(main_config)
     gpus = int(opts.training_gpus)
-    micro = None if actor.get("use_dynamic_bsz", False) else per_gpu(actor, "ppo_micro_batch_size", gpus)
-    sp = actor.get("ulysses_sequence_parallel_size", None) or (actor.get("fsdp_config", None) or {}).get(
-        "ulysses_sequence_parallel_size", 1
-    )
+    micro = None if actor.use_dynamic_bsz else per_gpu(actor, "ppo_micro_batch_size", gpus)
+    # verl's FSDP dataclass has copied the deprecated actor.ulysses_sequence_parallel_size into fsdp_config; an engine
+    # without Ulysses (megatron, ...) has no such key: no sequence parallelism
+    fsdp = getattr(actor, "fsdp_config", None)
+    sp = int(getattr(fsdp, "ulysses_sequence_parallel_size", None) or 1)
     return {
         "micro_batch_size": micro,
-        "train_batch_size": int(actor.ppo_mini_batch_size) * int(arr.rollout.n),
-        "sequence_parallel_size": int(sp or 1),
+        "train_batch_size": int(actor.ppo_mini_batch_size) * int(rollout_config(main_config).n),
+        "sequence_parallel_size": sp,
     }
 
 
@@ -178,18 +217,16 @@ def ds_worker_config(main_config: DictConfig) -> dict[str, Any]:
     """``ds_worker_config``: attention implementation (``model.override_config``; None = the server's default, which
     the client fills in from the backend profile), gradient checkpointing and Liger, as the reference adapter sends."""
     model = main_config.actor_rollout_ref.model
-    override = model.get("override_config", None) or {}
+    override = model.override_config or {}
     return {
-        "use_liger": bool(model.get("use_liger", False)),
-        "enable_gradient_checkpointing": bool(model.get("enable_gradient_checkpointing", False)),
-        "attn_implementation": override.get("attn_implementation", None),
+        "use_liger": bool(model.use_liger),
+        "enable_gradient_checkpointing": bool(model.enable_gradient_checkpointing),
+        "attn_implementation": override.get("attn_implementation"),
     }
 
 
 def _engine_args(engine: str) -> list[str]:
     """``--sampling-engine`` for the local server; ``auto`` passes nothing (the server's default decides)."""
-    if engine not in ("auto", "vllm", "torch"):
-        raise ArcticConfigError(f"remote_backend.arctic.backend.sampling_engine={engine!r}: one of auto, vllm, torch")
     return [] if engine == "auto" else ["--sampling-engine", engine]
 
 
@@ -212,7 +249,7 @@ def lora_settings(model: DictConfig) -> Optional[dict[str, Any]]:
     None without LoRA. What the backend cannot honour (Megatron's ``model.lora.rank``, a saved adapter to start
     from, LoRA on a backend without it) is refused by :mod:`.settings` before any job exists.
     """
-    rank = int(model.get("lora_rank", 0) or 0)
+    rank = int(model.lora_rank or 0)
     if rank == 0:
         return None
 
@@ -221,59 +258,38 @@ def lora_settings(model: DictConfig) -> Optional[dict[str, Any]]:
 
     return {
         "rank": rank,
-        "alpha": plain(model.get("lora_alpha", 16)),
-        "target_modules": plain(model.get("target_modules", "all-linear")),
-        "exclude_modules": plain(model.get("exclude_modules", None)),
-        "target_parameters": plain(model.get("target_parameters", None)),
+        "alpha": plain(model.lora_alpha),
+        "target_modules": plain(model.target_modules),
+        "exclude_modules": plain(model.exclude_modules),
+        "target_parameters": plain(model.get("target_parameters")),
     }
 
 
-def verl_lr_schedule(main_config: DictConfig) -> dict[str, Any]:
-    """``extensions.lr_schedule``: verl's own schedule keys, counted in training steps (one tick per update_actor).
-
-    ``total_training_steps`` is ``trainer.total_training_steps`` when given; otherwise verl derives it from the
-    dataloader after the backend exists, and the forwarder sends it with its first ``/step``.
-    """
-    optim = main_config.actor_rollout_ref.actor.optim
-    warmup = optim.get("lr_warmup_steps", -1)
-    return {
-        "lr_scheduler_type": lr_scheduler_type(optim),
-        "lr_warmup_steps": int(warmup) if warmup is not None else -1,
-        "lr_warmup_steps_ratio": float(optim.get("lr_warmup_steps_ratio", 0.0) or 0.0),
-        "total_training_steps": main_config.trainer.get("total_training_steps") or None,
-        "min_lr_ratio": float(optim.get("min_lr_ratio", 0.0) or 0.0),
-        "num_cycles": float(optim.get("num_cycles", 0.5)),
-        "zero_indexed_step": bool(optim.get("zero_indexed_step", True)),
-    }
+def vllm_engine_kwargs(main_config: DictConfig, opts: ArcticOptions) -> dict[str, Any]:
+    """The user's vLLM engine kwargs: verl's ``rollout.engine_kwargs.vllm``, with ``remote_backend.arctic.sampling.
+    engine_kwargs`` over them (the arctic-specific one wins)."""
+    verl_kwargs = main_config.actor_rollout_ref.rollout.engine_kwargs.get("vllm") or {}
+    verl_kwargs = OmegaConf.to_container(verl_kwargs, resolve=True) if OmegaConf.is_config(verl_kwargs) else verl_kwargs
+    return {**dict(verl_kwargs), **opts.sampling.engine_kwargs}
 
 
-def build_client_config(main_config: DictConfig, opts: DictConfig):
+def build_client_config(main_config: DictConfig, opts: ArcticOptions):
     """The :class:`arctic_platform.client.ArcticRLClientConfig` for this verl config."""
     from arctic_platform.client import ArcticRLClientConfig, CortexConfig, LocalConfig, OnPremConfig
 
     arr = main_config.actor_rollout_ref
-    optim = arr.actor.optim
-    k = optimizer_steps_per_training_step(main_config)
-    total_training_steps = main_config.trainer.get("total_training_steps") or None
-    warmup = int(optim.get("lr_warmup_steps", -1) or -1)
-    if warmup < 0:
-        ratio = float(optim.get("lr_warmup_steps_ratio", 0.0) or 0.0)
-        warmup = int(ratio * total_training_steps) if total_training_steps else 0
-    clip = optim.get("clip_grad", None)
-    if clip is None:
-        clip = arr.actor.get("grad_clip", None)
-    training_sizing = batch_sizing(main_config, opts)
+    spec = training_spec(main_config)
     backend_type = opts.backend.type
     if backend_type == "local":
+        b = opts.backend
         backend = LocalConfig(
-            port=int(opts.backend.port),
-            startup_timeout=float(opts.backend.startup_timeout),
-            threads=int(opts.backend.threads),
-            log_file=opts.backend.log_file,
-            extra_env={str(k_): str(v) for k_, v in (opts.backend.extra_env or {}).items()},
-            token_env_var=opts.backend.token_env_var,
-            server_args=(["--sampling-process"] if opts.backend.get("sampling_process", False) else [])
-            + _engine_args(str(opts.backend.get("sampling_engine", "auto"))),
+            port=b.port,
+            startup_timeout=b.startup_timeout,
+            threads=b.threads,
+            log_file=b.log_file,
+            extra_env={str(k): str(v) for k, v in b.extra_env.items()},
+            token_env_var=b.token_env_var,
+            server_args=(["--sampling-process"] if b.sampling_process else []) + _engine_args(b.sampling_engine),
         )
     elif backend_type == "onprem":
         backend = OnPremConfig(url=opts.backend.url, token_env_var=opts.backend.token_env_var)
@@ -281,63 +297,54 @@ def build_client_config(main_config: DictConfig, opts: DictConfig):
         backend = CortexConfig.from_env()
     from .vllm_config import CPU_NOT_SENT, arctic_inference_flags, sampling_vllm_config
 
-    engine_kwargs = OmegaConf.to_container(opts.sampling.engine_kwargs, resolve=True) or {}
-    zorro = bool(opts.rollout.zorro_inference.enable)
-    spec_model = opts.rollout.speculative_decoding.model or ""
+    engine_kwargs = vllm_engine_kwargs(main_config, opts)
+    zorro = opts.rollout.zorro_inference.enable
     # FCA / zorro reach a reference server where it reads them: cudagraph_mode in vllm_config, use_fca through
     # arctic_inference_config (docs/arctic-rl-protocol.md §7).
-    cpu = sampler_on_cpu(str(opts.device), local=backend_type == "local")
+    cpu = sampler_on_cpu(opts.device, local=backend_type == "local")
     vllm_config = sampling_vllm_config(engine_kwargs, arr.rollout, zorro=zorro, cpu=cpu)
     if cpu:
         for key, why in CPU_NOT_SENT.items():
             if arr.rollout.get(key, None) and key not in engine_kwargs:
                 logger.info(f"arctic backend: actor_rollout_ref.rollout.{key} is not sent to a CPU sampler: {why}")
-    inference_flags = arctic_inference_flags(zorro, spec_model)
-    seed = opts.seed if opts.seed is not None else arr.rollout.get("seed", 42)
+    inference_flags = arctic_inference_flags(zorro, opts.rollout.speculative_decoding.model)
+    seed = opts.seed if opts.seed is not None else rollout_config(main_config).seed
     return ArcticRLClientConfig(
         model_name=str(opts.model_path or arr.model.path),
         seed=int(seed),
         dtype=opts.dtype,
-        device=str(opts.device),
+        device=opts.device,
         max_seq_len=int(main_config.data.max_prompt_length) + int(main_config.data.max_response_length),
-        training_gpus=int(opts.training_gpus),
-        sampling_gpus=int(opts.sampling_gpus),
-        log_prob_gpus=int(opts.log_prob_gpus),
-        job_ready_timeout=float(opts.timeouts.job_ready),
-        request_timeout=float(opts.timeouts.request),
-        connect_timeout=float(opts.timeouts.connect),
+        training_gpus=opts.training_gpus,
+        sampling_gpus=opts.sampling_gpus,
+        log_prob_gpus=opts.log_prob_gpus,
+        job_ready_timeout=opts.timeouts.job_ready,
+        request_timeout=opts.timeouts.request,
+        connect_timeout=opts.timeouts.connect,
         training={
-            "optimizer": {
-                "lr": float(optim.lr),
-                "betas": tuple(float(b) for b in optim.get("betas", (0.9, 0.999))),
-                "weight_decay": float(optim.get("weight_decay", 0.01)),
-                "eps": float(optim.get("eps", 1e-8) or 1e-8),
-            },
-            "grad_clip": float(clip) if clip is not None else None,
-            "lr_scheduler_type": lr_scheduler_type(optim),
-            # verl counts warmup and horizon in training steps; the backend counts optimizer steps
-            "warmup_steps": warmup * k,
-            "total_steps": total_training_steps * k if total_training_steps else None,
-            "min_lr_ratio": float(optim.get("min_lr_ratio", 0.0) or 0.0),
+            "optimizer": spec.optimizer,
+            # verl counts warmup and horizon in training steps (one tick per update_actor); a server without verl's
+            # schedule counts optimizer steps, k per training step
+            "lr_schedule": spec.schedule,
+            "optimizer_steps_per_tick": optimizer_steps_per_training_step(main_config),
             "checkpoint_path": os.path.abspath(main_config.trainer.default_local_dir),
-            **training_sizing,
-            "deepspeed": OmegaConf.to_container(opts.train.deepspeed, resolve=True) or {},
+            **batch_sizing(main_config, opts),
+            "deepspeed": opts.train.deepspeed.model_dump(),
             "ds_worker_config": ds_worker_config(main_config),
-            "full_determinism": bool(opts.train.determinism.full),
-            "cuda_ipc": bool(opts.weight_sync.cuda_ipc),
-            "low_memory": bool(opts.weight_sync.low_memory),
-            "lr_schedule": verl_lr_schedule(main_config),
+            "full_determinism": opts.train.determinism.full,
+            "cuda_ipc": opts.weight_sync.cuda_ipc,
+            "low_memory": opts.weight_sync.low_memory,
             "lora": lora_settings(arr.model),
         },
         log_prob={
-            "micro_batch_size": per_gpu(arr.ref, "log_prob_micro_batch_size", int(opts.log_prob_gpus)),
-            "zero_stage": opts.log_prob.get("zero_stage", None),
+            "micro_batch_size": per_gpu(arr.ref, "log_prob_micro_batch_size", opts.log_prob_gpus),
+            "zero_stage": opts.log_prob.zero_stage,
         },
         sampling={
             "vllm_config": vllm_config,
             "arctic_inference_config": inference_flags,
-            "prompt_format": str(opts.sampling.get("prompt_format", "auto")),
-            "max_retokenize_mismatch_rate": float(opts.sampling.get("max_retokenize_mismatch_rate", 0.0)),
+            "prompt_format": opts.sampling.prompt_format,
+            "max_retokenize_mismatch_rate": opts.sampling.max_retokenize_mismatch_rate,
         },
         backend=backend,
     )
@@ -360,12 +367,22 @@ class ArcticRemoteBackend(RemoteBackend):
     def from_config(cls, main_config: DictConfig, *, handle: Optional[dict[str, Any]] = None) -> ArcticRemoteBackend:
         if handle is not None:
             return cls(main_config, handle)
-        opts = validate_arctic_config(main_config)
+        try:
+            opts = validate_arctic_config(main_config)
+        except ArcticConfigError:  # the options are wrong: refuse them with every line the static profile gives
+            check_config(main_config)
+            raise
+        from .node import node_refusals, sampler_view
+
+        view = sampler_view(opts)
+        early = node_refusals(main_config, opts, view)
+        if early:  # the sampler and GPUs cannot honour the run: refuse before a server starts
+            raise ArcticConfigError(_header(early, view.backend, None), early)
         client_config = build_client_config(main_config, opts)
         from arctic_platform.client import ArcticRLClient
         from arctic_platform.protocol import job_gpu_counts
 
-        placement = placement_note(main_config, verl_defaults())
+        placement = placement_note(main_config)
         if placement:  # one line, before the backend is asked anything
             logger.warning(f"arctic backend: {placement}")
         client = ArcticRLClient(client_config)
@@ -373,14 +390,16 @@ class ArcticRemoteBackend(RemoteBackend):
         try:
             # what the backend honours is known once it answers /health (cortex: fixed): refuse before any job
             client.connect()
-            refuse(settings_refusals(main_config, opts, client.backend_profile), client.backend_profile)
-            for note in settings_notes(main_config, opts, client.backend_profile):
-                logger.warning(f"arctic backend: {note}")
+            refusals = list(settings_refusals(main_config, opts, client.backend_profile))
             if cortex:
                 # what the create body has no field for (client config terms; the client refuses it too)
                 from arctic_platform.client.cortex_body import cortex_refusals
 
-                refuse([f"remote_backend.arctic: {r}" for r in cortex_refusals(client_config)], client.backend_profile)
+                refusals += [f"remote_backend.arctic: {r}" for r in cortex_refusals(client_config)]
+            refuse(refusals, client.backend_profile, "cortex" if cortex else "/health")
+            for note in settings_notes(main_config, opts, client.backend_profile):
+                logger.warning(f"arctic backend: {note}")
+            if cortex:
                 logger.warning(
                     "arctic backend: cortex has no /forward: verl's old log-probs are zeros the update never reads "
                     "(or the rollout's, in bypass mode), so actor/entropy reads 0"
@@ -406,6 +425,18 @@ class ArcticRemoteBackend(RemoteBackend):
 
     def reconnect_handle(self) -> dict[str, Any]:
         return dict(self._handle)
+
+    @classmethod
+    def check_config(cls, main_config: DictConfig) -> None:
+        """Before Ray starts (``main_ppo``) and in a dry run (``compose_check``): every refusal at once
+        (:func:`check_config`). A local server's GPUs are the ones this driver sees: recorded here, before Ray
+        starts, for the server verl's TaskRunner actor spawns
+        (:func:`arctic_platform.client.transports.record_node_devices`)."""
+        opts, _ = check_config(main_config)
+        if opts.backend.type == "local":
+            from arctic_platform.client.transports import record_node_devices
+
+            record_node_devices()
 
     @property
     def profile(self) -> BackendProfile:

@@ -93,15 +93,14 @@ def _words(e: BaseException) -> str:
 
 
 def _defaults(overrides: list[str]) -> list[str]:
-    """What a probe needs on top of the user's overrides (only when the user left them unset)."""
+    """What a probe needs on top of the user's overrides (only when the user left them unset): the arctic backend,
+    a critic-free estimator, one short step of a tiny batch, nothing saved. Every setting that decides what the
+    backend runs (rollout parallelism, job sizes, forwarder count) stays the user's effective value."""
     given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
     wanted = {
         "remote_backend": "arctic",
         "actor_rollout_ref.rollout.name": "arctic",
         "algorithm.adv_estimator": "grpo",
-        "trainer.n_gpus_per_node": "1",
-        "trainer.nnodes": "1",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size": "1",
         "trainer.save_freq": "-1",
         "trainer.resume_mode": "disable",
         "trainer.total_training_steps": "1",
@@ -143,7 +142,7 @@ def _tiny_batch(cfg, vocab: int, temperature: float, update: bool):
         ),
         "advantages": nested([[1.0 if i % 2 == 0 else -1.0] * len(r) for i, r in enumerate(responses)], torch.float32),
     }
-    if cfg.actor_rollout_ref.actor.get("use_kl_loss", False):
+    if cfg.actor_rollout_ref.actor.use_kl_loss:
         fields["ref_log_prob"] = fields["old_log_probs"]
     td = TensorDict(fields, batch_size=[n])
     extra = {"temperature": temperature, "calculate_entropy": not update}
@@ -172,7 +171,7 @@ def _probe(overrides: list[str], lines: _Lines, refusals: list[str], out: Callab
     from arctic_platform.client import ArcticRLClient
 
     from .adapter import build_client_config, settings_notes, settings_refusals, validate_arctic_config
-    from .options import compose_config, verl_defaults
+    from .options import compose_config
     from .settings import placement_note
 
     cfg = lines.call(
@@ -180,6 +179,14 @@ def _probe(overrides: list[str], lines: _Lines, refusals: list[str], out: Callab
     )
     if cfg is None:
         return
+    from verl.trainer.ppo.v1.trainer_remote_backend import RemoteBackendConfigError, check_remote_backend_config
+
+    try:  # main_ppo's pre-Ray check of the trainer; the backend's own check runs below against its live /health
+        check_remote_backend_config(cfg, backend_check=lambda c: None)
+    except RemoteBackendConfigError as e:
+        for line in e.lines:
+            refusals.append(line)
+            out(f"REFUSED {line}")
     opts = lines.call("arctic options", lambda: validate_arctic_config(cfg), lambda o: f"backend.type={o.backend.type}")
     if opts is None:
         return
@@ -201,7 +208,7 @@ def _probe(overrides: list[str], lines: _Lines, refusals: list[str], out: Callab
         out(f"capability check: {len(refusals)} refusal(s) by {client.backend_profile.name}")
         for note in settings_notes(cfg, opts, client.backend_profile):
             out(f"NOTE {note}")
-        placement = placement_note(cfg, verl_defaults())
+        placement = placement_note(cfg)
         if placement:
             out(f"NOTE {placement}")
         bodies = {jt: client.job_body(jt) for jt in ("sampling", "log_prob", "training") if client.config.job_gpus(jt)}

@@ -23,12 +23,10 @@ from fastapi import APIRouter, Request
 from ...endpoints import OPERATION_TYPES, endpoint
 from ...protocol import JOB_TYPES, OperationRequest, WeightNormRequest, WeightSyncRequest
 from ..engine_calls import call_locked, in_thread
+from ..engines.base import SamplingInterface
 from ..error_handlers import error_reply
 from ..errors import RequestError
 from ..logs import events
-from ..model_engine import weight_norm
-from ..sampling_engine import SamplingEngine
-from ..sampling_process import engine_weight_norm
 from . import inference_ops
 from .bodies import parse_model, read_json
 from .context import AppContext, Ctx
@@ -64,7 +62,7 @@ async def _weight_sync(ctx: AppContext, job_id: int | None, req: WeightSyncReque
         version = None
         for t in targets:
             t.engine.load_weights_from(train.engine.weights_for_sync())
-            if isinstance(t.engine, SamplingEngine):
+            if isinstance(t.engine, SamplingInterface):
                 t.engine.policy_version = (
                     req.policy_version if req.policy_version is not None else t.engine.policy_version + 1
                 )
@@ -109,14 +107,14 @@ async def weight_norm_ep(request: Request, ctx: Ctx):
     samp = ctx.registry.require(req.sampling_job_id, "sampling", "log_prob")
 
     def do():
-        tn, tc = weight_norm(train.engine.weights_for_sync())
-        sn, sc = engine_weight_norm(samp.engine)
+        tn, tc = train.engine.weight_norm()
+        sn, sc = samp.engine.weight_norm()
         return {
             "training_norm": tn,
             "sampling_norm": sn,
             "training_num_params": tc,
             "sampling_num_params": sc,
-            "policy_version": getattr(samp.engine, "policy_version", None),
+            "policy_version": samp.engine.policy_version,
         }
 
     return await in_thread(call_locked, train, do, ctx.timeout, samp)

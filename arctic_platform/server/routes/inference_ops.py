@@ -50,8 +50,5 @@ async def wake_inference(ctx: AppContext, job_id: int | None, body: Any) -> dict
 async def reset_prefix_cache(ctx: AppContext, job_id: int | None) -> dict:
     """Drop the sampling engine's prefix cache after the batch in flight (the job's lock drains it)."""
     job = ctx.registry.require(job_id, *endpoint("reset_prefix_cache").job_types)
-    reset = getattr(job.engine, "reset_prefix_cache", None)
-    if reset is None:  # the torch engine keeps no prefix cache
-        return {"job_id": job.job_id, "sampling": [True]}
-    done = await in_thread(call_locked, job, reset, ctx.timeout)
+    done = await in_thread(call_locked, job, lambda: job.engine.reset_prefix_cache(), ctx.timeout)
     return {"job_id": job.job_id, "sampling": [bool(done)]}

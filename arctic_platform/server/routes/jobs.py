@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 from fastapi import APIRouter, Request
@@ -48,6 +49,7 @@ async def status(ctx: Ctx):
         "server": {
             "uptime_s": time.time() - ctx.started_at,
             "default_model": limits.default_model,
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "busy": registry.meter.snapshot(),
         },
     }

@@ -27,9 +27,10 @@ from ...endpoints import endpoint
 from ...protocol import GenerateRequest, LogProbsRequest, ResetPrefixCacheRequest, SleepRequest
 from ..batcher import GenerateBatcher
 from ..engine_calls import call_locked, in_thread
+from ..engines.base import SamplingInterface
 from ..errors import RequestError
 from ..logs import logger
-from ..sampling_engine import GenerateItem, SamplingEngine
+from ..sampling_engine import GenerateItem
 from . import inference_ops
 from .bodies import content_type, frame_reply, parse_model, read_frame, read_json
 from .context import Ctx, LogProbJob, SamplingJob
@@ -46,9 +47,8 @@ async def generate(request: Request, ctx: Ctx, job: SamplingJob):
         tree = await read_frame(request, ctx.settings)
     if not isinstance(tree, dict):
         raise RequestError("the generate body must be an object {prompts, sampling_params}", 422)
-    engine: SamplingEngine = job.engine
-    if engine.state != "ready":
-        raise RequestError(f"the sampling engine is {engine.state}; call /wake-inference first", 409)
+    engine: SamplingInterface = job.engine
+    engine.require_ready()
     items = _generate_items(GenerateRequest.model_validate(tree), engine)
     if job.batcher is None:
         job.batcher = GenerateBatcher(job, ctx.registry, ctx.settings.batch_wait_ms / 1000.0)
@@ -95,7 +95,7 @@ async def log_probs(request: Request, ctx: Ctx, job: LogProbJob):
     return frame_reply({"job_id": job.job_id, "results": results})
 
 
-def _generate_items(req: GenerateRequest, engine: SamplingEngine) -> list[GenerateItem]:
+def _generate_items(req: GenerateRequest, engine: SamplingInterface) -> list[GenerateItem]:
     """A validated :class:`GenerateRequest` as per-prompt engine items (422 naming the prompt, 400 over
     max_seq_len: never truncated)."""
     sp = req.sampling_params

@@ -42,27 +42,29 @@ from .context import AppContext, Ctx, ForwardJob, TrainingJob
 router = APIRouter()
 
 
-async def _batch_op(request: Request, ctx: AppContext, job: Job, method: str):
-    """Read the frame body, then ``job.engine.<method>(batch, meta, processing)`` on an awake engine under the job's
-    lock."""
+async def _batch_op(request: Request, ctx: AppContext, job: Job, backward: bool):
+    """Read the frame body, then ``forward_backward`` (``backward``) or ``forward`` of the job's awake engine with
+    ``(batch, meta, processing)``, under the job's lock."""
     tree = await read_frame(request, ctx.settings)
 
     def call():
-        job.engine.require_awake()
-        return getattr(job.engine, method)(tree.get("batch"), tree.get("meta") or {}, tree.get("processing"))
+        engine = job.engine
+        engine.require_awake()
+        args = (tree.get("batch"), tree.get("meta") or {}, tree.get("processing"))
+        return engine.forward_backward(*args) if backward else engine.forward(*args)
 
     return await in_thread(call_locked, job, call, ctx.timeout)
 
 
 @router.post(endpoint("forward_backward").path)
 async def forward_backward(request: Request, ctx: Ctx, job: TrainingJob):
-    out = await _batch_op(request, ctx, job, "forward_backward")
+    out = await _batch_op(request, ctx, job, backward=True)
     return frame_reply({"job_id": job.job_id, **out})
 
 
 @router.post(endpoint("forward").path)
 async def forward(request: Request, ctx: Ctx, job: ForwardJob):
-    out = await _batch_op(request, ctx, job, "forward")
+    out = await _batch_op(request, ctx, job, backward=False)
     return frame_reply({"job_id": job.job_id, "avg_loss": None, **out})
 
 
@@ -128,7 +130,12 @@ async def _engine_op(ctx: AppContext, job_id: int | None, name: str, op: str, mo
     job_type = job.job_type
 
     def call():  # job.engine is read under the lock
-        return job.engine.offload(mode) if op == "offload" else getattr(job.engine, op)()
+        engine = job.engine
+        if op == "offload":
+            return engine.offload(mode)
+        if op == "reload":
+            return engine.reload()
+        return engine.empty_cache()
 
     out = await in_thread(call_locked, job, call, ctx.timeout)
     if op == "offload":

@@ -46,6 +46,12 @@ class RemoteBackend(abc.ABC):
                 (forwarder workers, rollout replicas).
         """
 
+    @classmethod
+    def check_config(cls, main_config: DictConfig) -> None:
+        """Optional start-up check, run by ``main_ppo`` before Ray starts and by a dry run: raise ``ValueError``
+        naming every setting the backend cannot honour (one line each). The default accepts everything."""
+        return None
+
     @abc.abstractmethod
     def reconnect_handle(self) -> dict[str, Any]:
         """A serializable handle that :meth:`from_config` accepts to re-attach in another process."""

@@ -126,10 +126,16 @@ def test_rollout_server_settings(backend, sampling, expected):
     assert coalesce_settings(arctic_options(cfg)) == expected
 
 
-@pytest.mark.parametrize("sampling", [{"max_prompts_per_request": 0}, {"coalesce_window_ms": -1}])
-def test_bad_rollout_server_settings_name_the_keys(sampling):
-    from arctic_platform.integrations.verl.adapter import ArcticConfigError, arctic_options, coalesce_settings
+@pytest.mark.parametrize(
+    "sampling, line",
+    [
+        ({"max_prompts_per_request": 0}, "sampling.max_prompts_per_request=0: the arctic backend needs greater than"),
+        ({"coalesce_window_ms": -1}, "sampling.coalesce_window_ms=-1: the arctic backend needs greater than or equal"),
+    ],
+)
+def test_bad_rollout_server_settings_name_the_keys(sampling, line):
+    from arctic_platform.integrations.verl.adapter import ArcticConfigError, arctic_options
 
     cfg = OmegaConf.create({"remote_backend": {"arctic": {"sampling": sampling}}})
-    with pytest.raises(ArcticConfigError, match="max_prompts_per_request must be >= 1 and coalesce_window_ms >= 0"):
-        coalesce_settings(arctic_options(cfg))
+    with pytest.raises(ArcticConfigError, match=line):
+        arctic_options(cfg)

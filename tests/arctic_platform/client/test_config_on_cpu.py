@@ -33,17 +33,18 @@ def test_defaults_and_job_bodies(tmp_path):
     assert t["ds_config"]["optimizer"] == {"type": "AdamW", "params": opt}
     assert t["ds_config"]["gradient_clipping"] == 1.0 and "scheduler" not in t["ds_config"]
     assert read_ds_config(t["ds_config"]) == {**opt, "betas": (0.9, 0.999), "grad_clip": 1.0}  # round trip
-    assert t["extensions"] == {"device": "auto", "max_seq_len": 8192}
+    assert t["extensions"] == {"device": "auto", "max_seq_len": 8192, "lr_schedule": {}}  # a constant rate
     s = c.job_config("sampling")
     assert s["vllm_config"]["max_model_len"] == 8192 and "arctic_inference_config" not in s
     lp = c.job_config("log_prob")  # a DeepSpeed log_prob job on a reference server (vLLM has no /forward)
     assert lp["ds_config"] == t["ds_config"] and lp["log_prob_config"] == {"sequence_parallel_size": 1}
     assert "optimizer" not in lp["log_prob_config"] and "checkpoint_path" not in lp
     json.dumps([t, s])  # plain JSON bodies
-    cos = ArcticRLClientConfig(
-        model_name="m", training={"lr_scheduler_type": "cosine", "total_steps": 10, "warmup_steps": 2}
-    ).job_config("training")["ds_config"]
-    assert read_ds_config(cos)["lr_scheduler_type"] == "cosine" and read_ds_config(cos)["total_steps"] == 10
+    schedule = {"lr_scheduler_type": "cosine", "total_training_steps": 10, "lr_warmup_steps": 2}
+    cos = ArcticRLClientConfig(model_name="m", training={"lr_schedule": schedule}).job_config("training")
+    assert read_ds_config(cos["ds_config"])["lr_scheduler_type"] == "cosine"
+    assert read_ds_config(cos["ds_config"])["total_steps"] == 10
+    assert cos["extensions"]["lr_schedule"] == schedule  # the same spec, for a server with verl's schedule
     old = ArcticRLClientConfig(model_name="m", sampling={"engine_kwargs": {"max_num_seqs": 4}})  # the old name
     assert old.sampling.vllm_config == {"max_num_seqs": 4}
 
@@ -66,8 +67,8 @@ def test_unsupported_transports_are_rejected(backend, match):
 def test_other_validation():
     with pytest.raises(ValidationError, match="Extra inputs"):
         ArcticRLClientConfig(model_name="m", sampling_engine="vllm")
-    with pytest.raises(ValidationError, match="needs total_steps"):
-        ArcticRLClientConfig(model_name="m", training={"lr_scheduler_type": "cosine"})
+    with pytest.raises(ValidationError, match="Extra inputs"):
+        ArcticRLClientConfig(model_name="m", training={"lr_scheduler_type": "cosine"})  # the spec is lr_schedule
     with pytest.raises(ValidationError, match="at least one"):
         ArcticRLClientConfig(model_name="m", training_gpus=0, sampling_gpus=0, log_prob_gpus=0)
     c = ArcticRLClientConfig(model_name="m", training_gpus=0, sampling_gpus=0, log_prob_gpus=0, sampling_job_id="3")

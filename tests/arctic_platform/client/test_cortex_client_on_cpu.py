@@ -138,8 +138,7 @@ def test_the_create_body_is_built_from_the_job_configs(fake):
         training_gpus=2,
         sampling_gpus=1,
         training={
-            "optimizer": {"lr": 2e-6, "betas": (0.9, 0.95), "eps": 1e-7, "weight_decay": 0.1},
-            "grad_clip": 0.5,
+            "optimizer": {"lr": 2e-6, "betas": (0.9, 0.95), "eps": 1e-7, "weight_decay": 0.1, "grad_clip": 0.5},
             "train_batch_size": 8,
             "micro_batch_size": 2,
             "sequence_parallel_size": 2,
@@ -149,8 +148,7 @@ def test_the_create_body_is_built_from_the_job_configs(fake):
                 "use_liger": True,
                 "attn_implementation": "sdpa",
             },
-            "lr_scheduler_type": "cosine",
-            "total_steps": 10,
+            "lr_schedule": {"lr_scheduler_type": "cosine", "total_training_steps": 10},
         },
         sampling={"vllm_config": {"gpu_memory_utilization": 0.8, "max_model_len": 64, "tensor_parallel_size": 1}},
     )
@@ -170,7 +168,7 @@ def test_the_create_body_is_built_from_the_job_configs(fake):
                           "gradient_accumulation_steps": 2, "sequence_parallel_size": 2},
         },
     }  # fmt: skip
-    no_clip = _config(fake, training={"grad_clip": None, "train_batch_size": 4})
+    no_clip = _config(fake, training={"optimizer": {"grad_clip": None}, "train_batch_size": 4})
     assert sub_job_configs(no_clip)[-1]["training_config"]["gradient_clipping"] == 0.0
 
 

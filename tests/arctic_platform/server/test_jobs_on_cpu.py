@@ -9,7 +9,7 @@ import shutil
 import pytest
 from pydantic import ValidationError
 
-from arctic_platform.protocol import JobConfig, build_ds_config
+from arctic_platform.protocol import JobConfig, LrSchedule, OptimizerSpec, build_ds_config
 from arctic_platform.server.engines import RequestError
 from arctic_platform.server.jobs import JobRegistry, ServerLimits
 from arctic_platform.server.routes.bodies import parse_model
@@ -146,7 +146,8 @@ def test_destroy_while_pending_frees_the_slot_at_once(registry):
 
 
 def test_ds_config_is_honoured(registry, tmp_path):
-    ds = build_ds_config(lr=1e-3, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.1, grad_clip=0.5, warmup_steps=3)
+    opt = OptimizerSpec(lr=1e-3, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.1, grad_clip=0.5)
+    ds = build_ds_config(opt, LrSchedule(lr_warmup_steps=3))
     ds["zero_optimization"] = {"stage": 0}  # sizing / placement keys are accepted without effect
     ds["train_batch_size"] = 8
     job = registry.create(_cfg(job_type="training", checkpoint_path=str(tmp_path), ds_config=ds))

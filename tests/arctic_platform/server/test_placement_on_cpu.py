@@ -1,16 +1,18 @@
 # Copyright 2026 The arctic-verl Authors
 # SPDX-License-Identifier: Apache-2.0
-"""Job placement of the embedded server (arctic_platform.server.placement): a pure function of the requested
+"""Job placement of the embedded server (arctic_platform.server.placement): pure functions of the requested
 counts, the server's --device and a device count, so 0, 1, 2, 3 and 8 GPUs are tested here without any GPU."""
 
 import pytest
 
 from arctic_platform.server.placement import (
-    ONE_DEVICE,
     PlacementError,
     describe,
+    engine_visible_devices,
     parse_job_devices,
     place_jobs,
+    sampling_replicas,
+    split_node,
 )
 
 ALL = {"training": 1, "sampling": 1, "log_prob": 1}
@@ -26,37 +28,79 @@ ALL = {"training": 1, "sampling": 1, "log_prob": 1}
         (0, {"training": "cpu", "sampling": "cpu", "log_prob": "cpu"}),
     ],
 )
-def test_auto_gives_each_job_its_own_gpu_when_there_are_enough(count, expected):
-    assert place_jobs(ALL, device="auto", device_count=count) == expected
+def test_one_gpu_jobs_get_their_own_gpu_when_there_are_enough(count, expected):
+    assert place_jobs(ALL, device="auto", device_count=count) == {j: (d,) for j, d in expected.items()}
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4, 8])
+@pytest.mark.parametrize("reference", [True, False])
+def test_an_8_gpu_node_split_as_the_launcher_splits_it(tp, reference):
+    """split_node is the launcher's default; its ranges cover the node without overlap, and the sampling range
+    cuts into replicas of TP GPUs (TP x replicas = sampling GPUs)."""
+    if tp == 8:
+        with pytest.raises(PlacementError, match="one sampling replica of 8 GPU"):
+            split_node(8, tensor_parallel_size=tp, reference=reference)
+        return
+    split = split_node(8, tensor_parallel_size=tp, reference=reference)
+    counts = {j: split[j] for j in ("training", "sampling", "log_prob")}
+    assert sum(counts.values()) == 8 and counts["log_prob"] == int(reference)
+    assert counts["training"] >= (4 if tp <= 2 else 1)
+    placed = place_jobs(counts, device="cuda", device_count=8)
+    used = [d for devices in placed.values() for d in devices]
+    assert sorted(used, key=lambda d: int(d[5:])) == [f"cuda:{i}" for i in range(8)]  # no overlap, nothing idle
+    replicas = sampling_replicas(placed["sampling"], tp)
+    assert len(replicas) == split["replicas"] and tp * len(replicas) == counts["sampling"]
+    assert [d for r in replicas for d in r] == list(placed["sampling"])
+    if tp == 1 and reference:
+        assert describe(placed) == "training=cuda:0-3 sampling=cuda:4-6 log_prob=cuda:7"
 
 
 def test_absent_jobs_take_no_device():
     assert place_jobs({"training": 1, "sampling": 0, "log_prob": 1}, device="cuda", device_count=4) == {
-        "training": "cuda:0",
-        "log_prob": "cuda:1",
+        "training": ("cuda:0",),
+        "log_prob": ("cuda:1",),
     }
-    assert place_jobs({"sampling": 1}, device="auto", device_count=2) == {"sampling": "cuda:0"}
+    assert place_jobs({"sampling": 1}, device="auto", device_count=2) == {"sampling": ("cuda:0",)}
 
 
 def test_explicit_device_and_overrides():
-    assert set(place_jobs(ALL, device="cuda:3", device_count=4).values()) == {"cuda:3"}
-    got = place_jobs(ALL, device="cuda", device_count=8, overrides={"sampling": "cuda:5", "log_prob": "cpu"})
-    assert got == {"training": "cuda:0", "sampling": "cuda:5", "log_prob": "cpu"}
-    assert describe(got) == "training=cuda:0 sampling=cuda:5 log_prob=cpu"
-    assert place_jobs(ALL, device="cpu", device_count=8) == {j: "cpu" for j in ALL}
+    assert set(place_jobs(ALL, device="cuda:3", device_count=4).values()) == {("cuda:3",)}
+    got = place_jobs(
+        {**ALL, "sampling": 2}, device="cuda", device_count=8, overrides={"sampling": "cuda:5-6", "log_prob": "cpu"}
+    )
+    assert got == {"training": ("cuda:0",), "sampling": ("cuda:5", "cuda:6"), "log_prob": ("cpu",)}
+    assert describe(got) == "training=cuda:0 sampling=cuda:5-6 log_prob=cpu"
+    assert place_jobs(ALL, device="cpu", device_count=8) == {j: ("cpu",) for j in ALL}
+    with pytest.raises(PlacementError, match="names 1 GPU.*asks for 2"):
+        place_jobs({**ALL, "sampling": 2}, device="cuda", device_count=8, overrides={"sampling": "cuda:5"})
 
 
-@pytest.mark.parametrize("job", ["training", "sampling", "log_prob"])
-def test_a_multi_gpu_job_is_refused_with_the_onprem_hint(job):
+def test_jobs_that_do_not_fit_are_refused_naming_the_counts():
     with pytest.raises(PlacementError) as e:
-        place_jobs({**ALL, job: 4}, device="auto", device_count=8)
-    assert f"the {job} job asks for 4 GPUs" in str(e.value) and ONE_DEVICE in str(e.value)
-    assert "ARCTIC_BACKEND=onprem" in ONE_DEVICE
+        place_jobs({"training": 4, "sampling": 4, "log_prob": 1}, device="cuda", device_count=8)
+    assert "ask for 9 GPUs (training 4 + sampling 4 + log_prob 1) but this server sees 8" in str(e.value)
+    assert "--training-gpus / --sampling-gpus / --log-prob-gpus" in str(e.value)
+    with pytest.raises(PlacementError, match="--device cuda:1 puts every job on that one GPU, but the training job"):
+        place_jobs({**ALL, "training": 2}, device="cuda:1", device_count=8)
 
 
-def test_counts_on_cpu_are_on_off():
-    """No GPU is involved on a CPU server: a count above 1 only means the job exists (the CPU e2e flows)."""
-    assert place_jobs({**ALL, "training": 4}, device="cpu", device_count=0)["training"] == "cpu"
+def test_counts_on_cpu_are_workers():
+    assert place_jobs({**ALL, "training": 2}, device="cpu", device_count=0)["training"] == ("cpu", "cpu")
+    assert describe(place_jobs({"sampling": 2}, device="cpu", device_count=0)) == "sampling=cpu x2"
+
+
+def test_sampling_replicas_and_engine_devices():
+    devices = ("cuda:4", "cuda:5", "cuda:6", "cuda:7")
+    assert sampling_replicas(devices, 2) == [("cuda:4", "cuda:5"), ("cuda:6", "cuda:7")]
+    assert sampling_replicas(("cpu", "cpu"), 2) == [("cpu", "cpu")]
+    with pytest.raises(PlacementError, match="tensor_parallel_size=3 does not divide the sampling job's 4 device"):
+        sampling_replicas(devices, 3)
+    # an engine's CUDA_VISIBLE_DEVICES goes through the server's own list
+    assert engine_visible_devices(("cuda:1", "cuda:2"), None) == "1,2"
+    assert engine_visible_devices(("cuda:1", "cuda:2"), "4,5,6,7") == "5,6"
+    assert engine_visible_devices(("cuda:0",), "GPU-aa,GPU-bb") == "GPU-aa"
+    with pytest.raises(PlacementError, match="outside the server's CUDA_VISIBLE_DEVICES=4,5"):
+        engine_visible_devices(("cuda:2",), "4,5")
 
 
 @pytest.mark.parametrize(

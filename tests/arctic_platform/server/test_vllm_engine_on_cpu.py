@@ -58,3 +58,28 @@ def test_resolve_sampling_engine_checks_the_installed_vllm_by_default():
     installed = importlib.util.find_spec("vllm") is not None
     assert vllm_available() is installed
     assert resolve_sampling_engine("auto", "cpu") == ("vllm" if installed else "torch")
+
+
+def test_route_items_keeps_a_group_on_one_replica_and_spreads_the_groups():
+    from collections import OrderedDict
+
+    from arctic_platform.server.vllm_engine import ROUTING_MEMORY, route_items
+
+    sticky: OrderedDict = OrderedDict()
+    a, b, c = [1, 2, 3], [4, 5], [6]
+    assert route_items([a, a, b, b, c, c], 2, sticky) == [0, 0, 1, 1, 0, 0]  # groups together, least-loaded first
+    assert route_items([b, a, b], 2, sticky) == [1, 0, 1]  # a prompt seen before goes where it went
+    assert route_items([[7], [7], [7], [8]], 2, sticky) == [0, 0, 0, 1]
+    assert route_items([a, b, [9]], 1, OrderedDict()) == [0, 0, 0]
+    many: OrderedDict = OrderedDict()
+    route_items([[i] for i in range(ROUTING_MEMORY + 5)], 3, many)
+    assert len(many) == ROUTING_MEMORY and (0,) not in many  # the oldest prompts are forgotten first
+
+
+def test_a_sync_folder_too_small_for_a_bucket_is_refused_with_the_sizes(tmp_path):
+    from arctic_platform.server.vllm_engine import check_sync_space
+
+    check_sync_space(str(tmp_path), 1)
+    with pytest.raises(RequestError) as e:
+        check_sync_space(str(tmp_path), 1 << 60)
+    assert e.value.status == 507 and "MiB free in" in str(e.value) and "--weight-sync-bucket-mb" in str(e.value)

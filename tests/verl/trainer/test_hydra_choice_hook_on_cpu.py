@@ -110,9 +110,9 @@ def test_hook_keeps_explicit_async_mode_and_warns(compose, monkeypatch, caplog):
     assert any("remote_backend choice 'dummy' ignored:" in r.getMessage() for r in caplog.records)
 
 
-def _run_main(args, run_dir, timeout=240):
+def _run_main(args, run_dir, timeout=240, env=None):
     """main_ppo with its Hydra run directory (and cwd) under ``run_dir``, never an ``outputs/`` in the caller's cwd."""
-    env = {**os.environ, "HYDRA_FULL_ERROR": "1", "VERL_USE_EXTERNAL_PLUGINS": "none"}
+    env = {**os.environ, "HYDRA_FULL_ERROR": "1", "VERL_USE_EXTERNAL_PLUGINS": "none", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "verl.trainer.main_ppo", f"hydra.run.dir={run_dir / 'hydra'}", *args],
         capture_output=True,
@@ -124,16 +124,59 @@ def _run_main(args, run_dir, timeout=240):
 
 
 @pytest.mark.parametrize(
-    "extra",
+    "extra, line",
     [
-        pytest.param(["trainer.remote_backend=dummy"], id="name-without-choice"),
-        pytest.param(["remote_backend=dummy", "trainer.v1.trainer_mode=colocate_async"], id="choice-with-async-mode"),
-        pytest.param(["remote_backend=dummy", "trainer.use_v1=false"], id="choice-with-v0"),
+        pytest.param(
+            ["trainer.remote_backend=dummy"],
+            "trainer.v1.trainer_mode=sync: remote_backend=dummy runs with trainer.v1.trainer_mode=remote_backend only",
+            id="name-without-choice",
+        ),
+        pytest.param(
+            ["remote_backend=dummy", "trainer.v1.trainer_mode=colocate_async"],
+            "trainer.v1.trainer_mode=colocate_async: remote_backend=dummy runs with trainer.v1.trainer_mode="
+            "remote_backend only (the stock colocate_async trainer would train on verl's own GPU workers",
+            id="choice-with-async-mode",
+        ),
+        pytest.param(
+            ["remote_backend=dummy", "trainer.use_v1=false"],
+            "trainer.use_v1=False: remote_backend=dummy runs on verl's V1 trainer only",
+            id="choice-with-v0",
+        ),
     ],
 )
-def test_main_rejects_a_backend_the_stock_trainer_would_ignore(extra, plugin_conf_dir, tmp_path):
+def test_main_rejects_a_backend_the_stock_trainer_would_ignore(extra, line, plugin_conf_dir, tmp_path):
+    """check_remote_backend_config, before Ray: one line naming the setting, the trainer and the way out."""
     r = _run_main([f"hydra.searchpath=[file://{plugin_conf_dir}]", *extra], tmp_path)
     assert r.returncode != 0
     assert (tmp_path / "hydra" / ".hydra" / "overrides.yaml").exists() and not (tmp_path / "outputs").exists()
-    assert "trainer.remote_backend='dummy' requires trainer.v1.trainer_mode=remote_backend" in r.stderr
+    assert line in r.stderr, r.stderr[-3000:]
     assert "ray init kwargs" not in r.stdout  # failed before Ray started
+
+
+CHECKING_PLUGIN = """
+from verl.remote_backend import RemoteBackend, RemoteBackendRegistry
+
+
+@RemoteBackendRegistry.register("dummy")
+class Refusing(RemoteBackend):
+    @classmethod
+    def check_config(cls, main_config):
+        raise ValueError(f"dummy check_config refuses lr={main_config.remote_backend.dummy.lr}")
+
+    @classmethod
+    def from_config(cls, main_config, *, handle=None):
+        raise AssertionError("from_config must not run: check_config refused")
+
+    reconnect_handle = destroy = update_weights = save_checkpoint = requires_single_forwarder = None
+"""
+
+
+def test_main_runs_the_backends_check_before_ray(plugin_conf_dir, tmp_path):
+    """main_ppo calls the registered backend's check_config (0006) after the choice hook and before ray.init."""
+    (tmp_path / "refusing_plugin.py").write_text(CHECKING_PLUGIN)
+    env = {"PYTHONPATH": str(tmp_path), "VERL_USE_EXTERNAL_MODULES": "refusing_plugin"}
+    args = [f"hydra.searchpath=[file://{plugin_conf_dir}]", "remote_backend=dummy", "algorithm.adv_estimator=grpo"]
+    r = _run_main(args, tmp_path, env=env)
+    assert r.returncode != 0
+    assert "dummy check_config refuses lr=0.5" in r.stderr, r.stderr[-3000:]
+    assert "ray init kwargs" not in r.stdout  # refused before Ray started

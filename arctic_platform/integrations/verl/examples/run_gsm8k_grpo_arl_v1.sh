@@ -10,19 +10,25 @@
 #   MODEL_PATH          (required) HF model directory, local (no hub download)
 #   DATA_DIR            (required) folder with train.parquet + test.parquet from `arctic-verl prepare-gsm8k`
 #   ARCTIC_BACKEND      local (default) | onprem (needs ARCTIC_URL)
-#     local:  the embedded server on this node. It runs each job on ONE device: training cuda:0, sampling cuda:1,
-#             reference log-probs cuda:2 (shared when the node has fewer GPUs), weights synced across devices.
-#             Defaults TRAIN_GPUS=SAMPLING_GPUS=LOG_PROB_GPUS=1; more than 1 for a job is refused (the embedded
-#             server runs a job on one device). Good for one model copy + AdamW state per card (e.g. up to ~8B on
-#             an H200), and for checking a setup; the other GPUs of the node stay idle.
+#     local:  the embedded server on this node, using all of it (GPUS, default 8). The split is printed before
+#             anything starts (python -m arctic_platform.integrations.verl.node_plan): half the node trains (FSDP2
+#             over those GPUs; more when the model's training state needs it: 16 B/param sharded), one GPU computes
+#             the reference log-probs, the rest samples as SAMPLING_GPUS / ROLLOUT_TP vLLM replicas, each pinned to
+#             its own GPUs. On 8 GPUs at TP 1: training cuda:0-3, sampling cuda:4-6 (3 replicas), reference cuda:7.
+#             The memory each GPU needs is computed from the model's config and printed; a model that does not fit
+#             is refused there. Why half: a GRPO step's update takes about as long as its generation, and the sharded
+#             optimizer state shrinks with each training GPU.
 #     onprem: an Arctic-Platform server (ARCTIC_URL) that shards each job over several GPUs. Defaults from
 #             NNODES x GPUS (1 x 8): 4 training, 3 sampling, 1 reference.
 #   ARCTIC_URL          Arctic RL server URL for ARCTIC_BACKEND=onprem
 #   ARCTIC_TOKEN_ENV    name of the env var holding the server's bearer token (onprem)
-#   NNODES, GPUS        onprem backend GPU counts (default 1 node x 8 GPUs)
-#   TRAIN_GPUS, SAMPLING_GPUS, LOG_PROB_GPUS   override the split (local: 0 or 1 each)
-#   ZORRO=1             forest cascade attention on the vLLM sampler (cudagraph_mode forced to PIECEWISE)
-#   ATTN_IMPL           attention implementation; default chosen from the GPU name (flash_attention_3 on H100/H200)
+#   NNODES, GPUS        GPU counts (default 1 node x 8 GPUs; local: one node)
+#   TRAIN_GPUS, SAMPLING_GPUS, LOG_PROB_GPUS   override the split (all three, or none)
+#   ROLLOUT_TP          actor_rollout_ref.rollout.tensor_model_parallel_size (default 1: one replica per GPU)
+#   ZORRO=1             forest cascade attention on the vLLM sampler (cudagraph_mode forced to PIECEWISE); needs an
+#                       Arctic-Platform server (ARCTIC_BACKEND=onprem): the embedded server has no FCA
+#   ATTN_IMPL           attention implementation; default: local: the first of flash_attention_3 / flash_attention_2
+#                       / sdpa the embedded server loads here; onprem: chosen from the GPU name (FA3 on H100/H200)
 #   EXTRA_ENV_CHECK=0   skip the nvidia-smi probe (for --dry-run on machines without GPUs)
 #   RUN_DIR             Hydra's run directory (config + log); default runs/grpo_arl_v1/<UTC time> in the cwd
 # --dry-run composes and validates the whole Hydra config, prints it, and launches nothing.
@@ -45,43 +51,50 @@ fi
 
 BACKEND="${ARCTIC_BACKEND:-local}"
 case "$BACKEND" in
-  local) BACKEND_ARGS=("remote_backend.arctic.backend.type=local" "remote_backend.arctic.device=cuda") ;;
+  local) BACKEND_ARGS=("remote_backend.arctic.backend.type=local" "remote_backend.arctic.device=cuda"
+                       "remote_backend.arctic.backend.sampling_engine=vllm") ;;
   onprem)
     [ -n "${ARCTIC_URL:-}" ] || die "ARCTIC_BACKEND=onprem needs ARCTIC_URL"
     BACKEND_ARGS=("remote_backend.arctic.backend.type=onprem" "remote_backend.arctic.backend.url=$ARCTIC_URL")
     [ -n "${ARCTIC_TOKEN_ENV:-}" ] && BACKEND_ARGS+=("remote_backend.arctic.backend.token_env_var=$ARCTIC_TOKEN_ENV") ;;
   *) die "ARCTIC_BACKEND=$BACKEND is not one of local, onprem" ;;
 esac
+if [ "${ZORRO:-0}" = 1 ] && [ "$BACKEND" = local ]; then
+  die "ZORRO=1 with ARCTIC_BACKEND=local: forest cascade attention needs ArcticInference's vLLM plugin, which the embedded server does not run; unset ZORRO, or use an Arctic-Platform server: ARCTIC_BACKEND=onprem ARCTIC_URL=..."
+fi
 
 NNODES="${NNODES:-1}"
 GPUS="${GPUS:-8}"
+ROLLOUT_TP="${ROLLOUT_TP:-1}"
+MAX_PROMPT=512
+MAX_RESPONSE=1024
 if [ "$BACKEND" = local ]; then
-  TRAIN_GPUS="${TRAIN_GPUS:-1}"
-  LOG_PROB_GPUS="${LOG_PROB_GPUS:-1}"
-  SAMPLING_GPUS="${SAMPLING_GPUS:-1}"
-  for pair in "TRAIN_GPUS=$TRAIN_GPUS" "SAMPLING_GPUS=$SAMPLING_GPUS" "LOG_PROB_GPUS=$LOG_PROB_GPUS"; do
-    if [ "${pair#*=}" -gt 1 ]; then
-      die "$pair with ARCTIC_BACKEND=local: the embedded server runs a job on one device; for multi-GPU jobs point the plugin at an Arctic-Platform server: ARCTIC_BACKEND=onprem"
-    fi
-  done
+  [ "$NNODES" = 1 ] || die "NNODES=$NNODES with ARCTIC_BACKEND=local: the embedded server runs on one node"
+  PLAN_ARGS=(--model "$MODEL_PATH" --gpus "$GPUS" --tp "$ROLLOUT_TP" --seq-len $((MAX_PROMPT + MAX_RESPONSE)))
+  if [ -n "${TRAIN_GPUS:-}${SAMPLING_GPUS:-}${LOG_PROB_GPUS:-}" ]; then
+    PLAN_ARGS+=(--training-gpus "${TRAIN_GPUS:-}" --sampling-gpus "${SAMPLING_GPUS:-}" --log-prob-gpus "${LOG_PROB_GPUS:-}")
+  fi
+  [ -n "${ATTN_IMPL:-}" ] && PLAN_ARGS+=(--attention "$ATTN_IMPL")
+  # the plan goes to stderr (printed); its last stdout line is TRAIN_GPUS=.. SAMPLING_GPUS=.. LOG_PROB_GPUS=.. ATTN_IMPL=..
+  PLAN="$(python3 -m arctic_platform.integrations.verl.node_plan "${PLAN_ARGS[@]}")" || exit 2
+  eval "$(tail -n1 <<<"$PLAN")"
 else
   TOTAL=$((NNODES * GPUS))
   TRAIN_GPUS="${TRAIN_GPUS:-$((TOTAL / 2))}"
   LOG_PROB_GPUS="${LOG_PROB_GPUS:-1}"
   SAMPLING_GPUS="${SAMPLING_GPUS:-$((TOTAL - TRAIN_GPUS - LOG_PROB_GPUS))}"
-fi
-
-# Flash-attention choice by GPU name: FA3 on Hopper (H100/H200), FA2 elsewhere.
-if [ -z "${ATTN_IMPL:-}" ]; then
-  GPU_NAME=""
-  if [ "${EXTRA_ENV_CHECK:-1}" = 1 ] && command -v nvidia-smi >/dev/null 2>&1; then
-    GPU_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)"
+  # Flash-attention choice by GPU name: FA3 on Hopper (H100/H200), FA2 elsewhere.
+  if [ -z "${ATTN_IMPL:-}" ]; then
+    GPU_NAME=""
+    if [ "${EXTRA_ENV_CHECK:-1}" = 1 ] && command -v nvidia-smi >/dev/null 2>&1; then
+      GPU_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)"
+    fi
+    case "$GPU_NAME" in
+      *H100*|*H200*|*H800*|*H20*) ATTN_IMPL=flash_attention_3 ;;
+      "") ATTN_IMPL=sdpa ;;
+      *) ATTN_IMPL=flash_attention_2 ;;
+    esac
   fi
-  case "$GPU_NAME" in
-    *H100*|*H200*|*H800*|*H20*) ATTN_IMPL=flash_attention_3 ;;
-    "") ATTN_IMPL=sdpa ;;
-    *) ATTN_IMPL=flash_attention_2 ;;
-  esac
 fi
 
 ZORRO_ARGS=()
@@ -99,8 +112,8 @@ CMD=(python3 -m verl.trainer.main_ppo
   "data.train_files=$DATA_DIR/train.parquet"
   "data.val_files=$DATA_DIR/test.parquet"
   data.train_batch_size=256
-  data.max_prompt_length=512
-  data.max_response_length=1024
+  "data.max_prompt_length=$MAX_PROMPT"
+  "data.max_response_length=$MAX_RESPONSE"
   "actor_rollout_ref.model.path=$MODEL_PATH"
   "+actor_rollout_ref.model.override_config.attn_implementation=$ATTN_IMPL"
   actor_rollout_ref.actor.optim.lr=1e-6
@@ -113,7 +126,7 @@ CMD=(python3 -m verl.trainer.main_ppo
   actor_rollout_ref.rollout.n=8
   actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8
   actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8
-  actor_rollout_ref.rollout.tensor_model_parallel_size=1
+  "actor_rollout_ref.rollout.tensor_model_parallel_size=$ROLLOUT_TP"
   actor_rollout_ref.rollout.data_parallel_size=1
   actor_rollout_ref.rollout.pipeline_model_parallel_size=1
   trainer.n_gpus_per_node=1

@@ -49,6 +49,12 @@ class ArcticV1Replica(RolloutReplica):
         self.main_config = main_config
         self.backend_handle = dict(backend_handle)
 
+    @classmethod
+    def workers_per_replica(cls, config, world_size: int) -> int:
+        """One forwarder worker per replica at any rollout TP x DP x PP: the backend's sampling job runs the rollout's
+        tensor parallelism in its own engines (``remote_backend.arctic.sampling_gpus`` / TP replicas)."""
+        return 1
+
     def rollout_worker_use_gpu(self) -> bool:
         return False
 

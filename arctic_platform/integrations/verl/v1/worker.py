@@ -56,7 +56,8 @@ from verl.utils import tensordict_utils as tu
 
 from ..adapter import ArcticRemoteBackend
 from ..compat import SYNTHETIC_PADDING_PROMPT_LEN
-from ..options import arctic_options, per_gpu, sleeps_between_rollouts
+from ..options import arctic_options, sleeps_between_rollouts
+from ..verl_config import per_gpu
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -159,7 +160,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
                 "ArcticV1ActorRolloutRefWorker needs main_config and backend_handle; run it with remote_backend=arctic "
                 "(PPOTrainerRemoteBackend passes them)"
             )
-        if distillation_config is not None and distillation_config.get("enabled", False):
+        if distillation_config is not None and distillation_config.enabled:
             raise ValueError("distillation is not supported by the arctic backend (distillation.enabled=true)")
         self.config = config
         self.role = role
@@ -352,7 +353,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         global ``log_prob_micro_batch_size`` per GPU of the job that computes them)."""
         ref_block = ref and "ref" in self.config
         block = self.config.ref if ref_block else self.config.rollout
-        if block.get("log_prob_use_dynamic_bsz", False):
+        if block.log_prob_use_dynamic_bsz:
             return {"use_dynamic_bsz": True, "max_token_len_per_gpu": int(block.log_prob_max_token_len_per_gpu)}
         gpus = int(self.opts.log_prob_gpus if ref_block else self.opts.training_gpus)
         mbs = per_gpu(block, "log_prob_micro_batch_size", gpus)
@@ -412,7 +413,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
         # verl ticks the LR schedule once per training step, after the last mini-batch's optimizer step; the horizon
         # is the one verl injected into actor.optim after building its dataloader
         last = len(data) // mini_batch_size * epochs - 1
-        horizon = int(self.config.actor.optim.get("total_training_steps", -1) or -1)
+        horizon = int(self.config.actor.optim.total_training_steps or 0)
         step_kw = {"total_training_steps": horizon} if horizon > 0 else {}
         for index, mini_batch in enumerate(iterator):
             padding = synthetic_padding_rows(mini_batch, self.eos_token_id)
@@ -529,7 +530,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
             raise ValueError("the arctic backend saves on its own filesystem; trainer.default_hdfs_dir is unsupported")
         # verl's max_actor_ckpt_to_keep: the server prunes (it tracks the job's saves across verl's step folders)
         keep = int(max_ckpt_to_keep) if max_ckpt_to_keep and int(max_ckpt_to_keep) > 0 else None
-        contents = self.config.actor.get("checkpoint", {}).get("save_contents", None) or []
+        contents = self.config.actor.checkpoint.save_contents or []
         return await self.backend.save_checkpoint(
             path=local_path, step=int(global_step), save_total_limit=keep, export_hf="hf_model" in contents
         )
@@ -545,10 +546,14 @@ class ArcticV1ActorRolloutRefWorker(Worker):
     # ------------------------------------------------------------------ profiling (global_profiler.steps)
 
     def _profile_dir(self) -> str:
-        save_path = (self.main_config.get("global_profiler", None) or {}).get("save_path", None) or "outputs/profile"
-        return os.path.abspath(save_path)
+        """verl's ``actor.profiler.save_path`` (which follows ``global_profiler.save_path``)."""
+        return os.path.abspath(self.config.actor.profiler.save_path or self.main_config.global_profiler.save_path)
 
     async def _profiler_available(self) -> bool:
+        """Whether this step's calls are traced: verl's ``actor.profiler.enable`` (verl's worker profiles only then,
+        on rank 0 unless it names ranks; the forwarder is rank 0) and a backend with a profiler."""
+        if not self.config.actor.profiler.enable:
+            return False
         if getattr(self, "_profile_ok", None) is None:
             health = await (await self.backend.client()).health()
             self._profile_ok = "profile" in (health.get("capabilities") or [])
@@ -565,7 +570,7 @@ class ArcticV1ActorRolloutRefWorker(Worker):
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     async def stop_profile(self, run_command: bool = True):
-        """The backend writes its trace to ``global_profiler.save_path/arctic_training_step_<n>.json``."""
+        """The backend writes its trace to ``<actor.profiler.save_path>/arctic_training_step_<n>.json``."""
         if await self._profiler_available():
             step = getattr(self, "_profile_step", None)
             tag = f"arctic_training_step_{step}" if step is not None else None

@@ -339,12 +339,15 @@ def test_save_contents_hf_model_exports_the_hf_model(parity_cfg, parity_backend,
     assert reply["hf_path"] and AutoModelForCausalLM.from_pretrained(reply["hf_path"]) is not None
 
 
-def test_profile_steps_hooks_write_the_backends_trace(parity_cfg, parity_backend, monkeypatch, tmp_path):
+@pytest.mark.parametrize("enable", [True, False])
+def test_profile_steps_hooks_write_the_backends_trace(parity_cfg, parity_backend, monkeypatch, tmp_path, enable):
+    """verl profiles the actor on a profiled step only with actor.profiler.enable; so does the forwarder."""
     cfg, _ = parity_cfg
     backend, _, _ = parity_backend
     cfg = copy.deepcopy(cfg)
     with open_dict(cfg):
         cfg.global_profiler.save_path = str(tmp_path / "profile")
+        cfg.actor_rollout_ref.actor.profiler.enable = enable
     worker, _ = _worker(cfg, backend, monkeypatch, {})
 
     async def profiled_step():
@@ -357,4 +360,6 @@ def test_profile_steps_hooks_write_the_backends_trace(parity_cfg, parity_backend
 
     asyncio.run(profiled_step())
     trace = tmp_path / "profile" / "arctic_training_step_2.json"
-    assert trace.is_file() and "aten::" in trace.read_text()
+    assert trace.is_file() == enable
+    if enable:
+        assert "aten::" in trace.read_text()

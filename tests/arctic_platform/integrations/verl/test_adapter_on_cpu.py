@@ -8,9 +8,7 @@ from arctic_platform.integrations.verl.adapter import (
     ArcticConfigError,
     arctic_options,
     build_client_config,
-    refuse,
-    settings_refusals,
-    static_profile,
+    check_config,
     validate_arctic_config,
 )
 from arctic_platform.protocol import JobConfig
@@ -32,7 +30,7 @@ from verl.trainer.ppo.v1 import PPOTrainerRemoteBackend
         ),
         pytest.param(
             ["remote_backend.arctic.backend.type=cortex", "actor_rollout_ref.actor.ppo_epochs=2"],
-            "ppo_epochs > 1",
+            "actor_rollout_ref.actor.ppo_epochs=2: Snowflake Cortex has no /forward",
             id="no-forward-epochs",
         ),
         pytest.param(
@@ -45,12 +43,17 @@ from verl.trainer.ppo.v1 import PPOTrainerRemoteBackend
             "remote_backend.arctic.log_prob_gpus=0",
             id="kl-without-reference-job",
         ),
-        pytest.param(["remote_backend.arctic.backend.type=ray"], "backend.type='ray' is not supported", id="ray"),
         pytest.param(
-            ["remote_backend.arctic.backend.type=onprem"], "needs remote_backend.arctic.backend.url", id="url"
+            ["remote_backend.arctic.backend.type=ray"],
+            "backend.type='ray': the arctic backend needs 'local', 'onprem' or 'cortex'",
+            id="ray",
+        ),
+        pytest.param(
+            ["remote_backend.arctic.backend.type=onprem"],
+            "needs the server's address, remote_backend.arctic.backend.url",
+            id="url",
         ),
         pytest.param(["actor_rollout_ref.rollout.name=vllm"], "actor_rollout_ref.rollout.name=arctic", id="rollout"),
-        pytest.param(["algorithm.adv_estimator=gae"], "algorithm.adv_estimator=gae", id="gae"),
         pytest.param(
             ["actor_rollout_ref.actor.policy_loss.loss_mode=nope"], "policy_loss.loss_mode='nope'", id="loss-mode"
         ),
@@ -60,7 +63,7 @@ from verl.trainer.ppo.v1 import PPOTrainerRemoteBackend
                 "remote_backend.arctic.backend.url=http://127.0.0.1:9",
                 "actor_rollout_ref.actor.optim.lr_scheduler_type=cosine",
             ],
-            "the cosine has no horizon; set trainer.total_training_steps",
+            "the cosine would have no horizon; set trainer.total_training_steps",
             id="cosine",
         ),
         pytest.param(
@@ -80,20 +83,18 @@ def test_fail_loud_guards_name_the_setting(compose_arctic, overrides, setting):
     (what compose_check runs; from_config checks the live /health profile the same way)."""
     cfg = compose_arctic(overrides)
     with pytest.raises(ArcticConfigError) as exc:
-        opts = validate_arctic_config(cfg)
-        profile, _ = static_profile(opts)
-        refuse(settings_refusals(cfg, opts, profile), profile)
+        check_config(cfg)
     assert setting in str(exc.value)
 
 
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        pytest.param(["algorithm.adv_estimator=gae"], "needs a critic", id="gae"),
+        pytest.param(["algorithm.adv_estimator=gae"], "PPOTrainerRemoteBackend runs no critic", id="gae"),
         pytest.param(
             ["actor_rollout_ref.rollout.tensor_model_parallel_size=2"],
-            "leaves zero rollout replicas",
-            id="zero-replicas",
+            r"tensor_model_parallel_size=2: the embedded arctic-verl server's torch sampling loop runs on one device",
+            id="rollout-tp-on-the-torch-loop",
         ),
     ],
 )
@@ -124,20 +125,23 @@ def test_client_config_mapping(compose_arctic, tiny_model, tmp_path):
     assert c.max_seq_len == 16 + 8
     assert c.seed == 7
     assert c.training.optimizer.lr == 0.003 and c.training.optimizer.weight_decay == 0.1
-    assert c.training.grad_clip == 0.5
-    assert c.training.lr_scheduler_type == "cosine"
-    assert (c.training.warmup_steps, c.training.total_steps) == (2 * 4, 10 * 4)  # ds_config: per optimizer step
-    # the embedded server's schedule: verl's keys and units (training steps; one tick per update_actor)
-    assert c.training.lr_schedule == {
+    assert c.training.optimizer.grad_clip == 0.5
+    # verl's schedule, typed, in verl's units (training steps; one tick per update_actor) ...
+    assert c.training.lr_schedule.model_dump(exclude_defaults=True) == {
         "lr_scheduler_type": "cosine",
         "lr_warmup_steps": 2,
         "lr_warmup_steps_ratio": 0.0,
         "total_training_steps": 10,
         "min_lr_ratio": 0.0,
         "num_cycles": 0.5,
-        "zero_indexed_step": True,
     }
-    assert c.job_config("training")["extensions"]["lr_schedule"] == c.training.lr_schedule
+    assert c.job_config("training")["extensions"]["lr_schedule"] == c.training.lr_schedule.model_dump(
+        exclude_defaults=True
+    )
+    # ... and derived from it for a DeepSpeed server that ticks per optimizer step: 4 per training step
+    assert c.training.optimizer_steps_per_tick == 4
+    params = c.training_ds_config()["scheduler"]["params"]
+    assert (params["warmup_num_steps"], params["total_num_steps"]) == (2 * 4, 10 * 4)
     assert c.training.lora is None
     assert c.training.checkpoint_path == f"{tmp_path}/ckpt"
     assert c.backend.type == "local"
@@ -204,7 +208,7 @@ def test_lora_and_late_horizon_mapping(compose_arctic, tiny_model):
         "target_parameters": None,
     }
     # no trainer.total_training_steps: the horizon is unknown until verl counted its dataloader
-    assert body["extensions"]["lr_schedule"]["total_training_steps"] is None
+    assert body["extensions"]["lr_schedule"].get("total_training_steps") is None
     assert "scheduler" not in body["ds_config"]  # a DeepSpeed server could not express it; the extension can
 
 

@@ -57,11 +57,18 @@ def test_cortex_refuses_what_needs_old_log_probs_unless_they_come_from_the_rollo
     base = compose_arctic(CORTEX)
     assert _refusals(base) == []
     for extra, words in (
-        (["data.train_batch_size=4"], "ppo_mini_batch_size=2 < data.train_batch_size=4"),
-        (["actor_rollout_ref.actor.ppo_epochs=2"], "ppo_epochs > 1 needs old log-probs from /forward"),
-        (["actor_rollout_ref.actor.entropy_coeff=0.01"], "entropy_coeff=0.01: Snowflake Cortex's grpo loss"),
-        (["++algorithm.rollout_correction.rollout_rs=token_k1"], "rollout_rs='token_k1' compares"),
-        (["actor_rollout_ref.actor.use_kl_loss=true"], "use_kl_loss=True needs /forward log-probs"),
+        (
+            ["data.train_batch_size=4"],
+            "ppo_mini_batch_size=2, data.train_batch_size=4 (several optimizer steps a training step): Snowflake "
+            "Cortex has no /forward",
+        ),
+        (["actor_rollout_ref.actor.ppo_epochs=2"], "ppo_epochs=2: Snowflake Cortex has no /forward"),
+        (["actor_rollout_ref.actor.entropy_coeff=0.01"], "entropy_coeff=0.01: Snowflake Cortex estimates entropy"),
+        (
+            ["++algorithm.rollout_correction.rollout_rs=token_k1"],
+            "rollout_rs='token_k1': Snowflake Cortex cannot recompute",
+        ),
+        (["actor_rollout_ref.actor.use_kl_loss=true"], "use_kl_loss=True: Snowflake Cortex has no /forward"),
     ):
         got = _refusals(compose_arctic([*CORTEX, *extra]))
         assert any(words in r for r in got), (extra, got)

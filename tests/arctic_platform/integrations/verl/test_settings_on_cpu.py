@@ -56,15 +56,42 @@ def _leaves(d, prefix):
         yield prefix
 
 
-def test_every_actor_rollout_ref_setting_is_classified(compose):
-    cfg = compose()
-    tree = OmegaConf.to_container(cfg.actor_rollout_ref, resolve=False)
-    leaves = [p for p in _leaves(tree, "actor_rollout_ref") if not p.endswith("._target_")]
-    assert len(leaves) > 300  # verl 0.9.1's composed actor_rollout_ref
-    missing = [p for p in leaves if covering(p) is None]
-    assert not missing, f"verl settings no entry of SETTINGS covers: {missing}"
+def test_every_actor_rollout_ref_setting_of_every_engine_is_classified(engine_cfgs):
+    """The composed config of each model_engine verl 0.9.1 ships: every leaf under actor_rollout_ref is covered."""
+    assert set(engine_cfgs) == {"dp", "megatron", "torchtitan", "veomni"}
+    for engine, cfg in engine_cfgs.items():
+        tree = OmegaConf.to_container(cfg.actor_rollout_ref, resolve=False)
+        leaves = [p for p in _leaves(tree, "actor_rollout_ref") if not p.endswith("._target_")]
+        assert len(leaves) > 300, engine  # verl 0.9.1's composed actor_rollout_ref
+        missing = [p for p in leaves if covering(p) is None]
+        assert not missing, f"{engine}: verl settings no entry of SETTINGS covers: {missing}"
     roles = {s.role for s in SETTINGS}
     assert roles == {"verl", "backend", "placement", "refused"}
+
+
+@pytest.mark.parametrize(
+    "added, role",
+    [
+        ("+actor_rollout_ref.rollout.engine_kwargs.vllm.max_num_batched_tokens=8192", "backend"),
+        ("+actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=flashinfer", "verl"),
+        ("+actor_rollout_ref.model.override_config.attn_implementation=sdpa", "backend"),
+        ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16", "backend"),
+        ("+actor_rollout_ref.actor.optim.override_optimizer_config.amsgrad=true", "refused"),
+    ],
+)
+def test_keys_added_with_plus_are_classified(compose, added, role):
+    path = added.lstrip("+").split("=", 1)[0]
+    compose([added])  # verl's config takes it
+    assert covering(path).role == role
+
+
+def test_a_key_no_entry_covers_is_refused_not_ignored(compose):
+    refusals = _refusals(compose, ["+actor_rollout_ref.model.not_a_verl_key=1"], EMBEDDED)
+    assert refusals == [
+        "actor_rollout_ref.model.not_a_verl_key=1: the embedded arctic-verl server does not know this setting "
+        "(verl 0.9.1's config has no such key, so nothing reads it); remove it"
+    ]
+    assert refusals[0].fix == ("~actor_rollout_ref.model.not_a_verl_key",)
 
 
 def test_defaults_are_honoured_by_both_profiles(compose):
@@ -82,11 +109,11 @@ def test_defaults_are_honoured_by_both_profiles(compose):
         ("actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm", "aggregate micro-batches, not sequences"),
         ("actor_rollout_ref.actor.loss_agg_mode=token-sum", "does not implement it"),
         ("algorithm.rollout_correction.rollout_is=token", "silently unweighted"),
-        ("algorithm.rollout_correction.bypass_mode=true", "needs the rollout's log-probs"),
+        ("algorithm.rollout_correction.bypass_mode=true", "returns no rollout log-probs from its sampler"),
         ("actor_rollout_ref.model.lora_rank=8", "has no LoRA"),
         ("actor_rollout_ref.actor.use_dynamic_bsz=true", "no token-budget micro-batches"),
-        ("remote_backend.arctic.train.deepspeed.zero_optimization.stage=0", "initialises with stages [1, 2, 3]"),
-        ("remote_backend.arctic.log_prob.zero_stage=1", "log_prob engine has no optimizer"),
+        ("remote_backend.arctic.train.deepspeed.zero_optimization.stage=0", "with stages [1, 2, 3] only"),
+        ("remote_backend.arctic.log_prob.zero_stage=1", "log_prob engine (no optimizer)"),
         ("actor_rollout_ref.actor.optim.lr_warmup_steps=2", "ticks its scheduler on every /step"),
     ],
 )
@@ -135,10 +162,18 @@ def test_embedded_server_refuses_what_its_engine_lacks(compose):
 
 
 def test_profile_steps_on_a_backend_without_a_profiler_is_a_note(compose):
-    cfg = compose(["global_profiler.steps=[2]", "global_profiler.tool=torch"])
+    profiled = ["global_profiler.steps=[2]", "global_profiler.tool=torch"]
+    cfg = compose([*profiled, "actor_rollout_ref.actor.profiler.enable=true"])
     notes = [n for n in settings_notes(cfg, arctic_options(cfg), ARCTIC_PLATFORM_MAIN) if "profil" in n]
     assert len(notes) == 1 and notes[0].startswith("global_profiler.steps: Arctic-Platform main has no profiler")
-    assert settings_notes(cfg, arctic_options(cfg), EMBEDDED) == []
+    # the embedded server traces the training job; its sampler has no profiler (verl's rollout profiler follows
+    # actor.profiler.enable)
+    assert settings_notes(cfg, arctic_options(cfg), EMBEDDED) == [
+        "actor_rollout_ref.rollout.profiler.enable=True: the embedded arctic-verl server has no profiler on its "
+        "sampling job, so generation is not traced (the training job is, with actor.profiler)"
+    ]
+    cfg = compose(profiled)  # verl profiles the actor only with actor.profiler.enable: nothing to say
+    assert not [n for n in settings_notes(cfg, arctic_options(cfg), ARCTIC_PLATFORM_MAIN) if "profil" in n]
 
 
 @pytest.mark.parametrize("attn, noted", [("eager", True), ("sdpa", True), ("flash_attention_2", False)])
@@ -158,7 +193,7 @@ def test_cosine_without_a_horizon(compose):
     cosine = ["actor_rollout_ref.actor.optim.lr_scheduler_type=cosine", "trainer.total_training_steps=null"]
     assert _refusals(compose, cosine, EMBEDDED) == []  # verl's horizon reaches it with the first /step
     refused = _refusals(compose, cosine, ARCTIC_PLATFORM_MAIN)
-    assert any("the cosine has no horizon; set trainer.total_training_steps" in r for r in refused), refused
+    assert any("the cosine would have no horizon; set trainer.total_training_steps" in r for r in refused), refused
 
 
 def test_rollout_log_probs_are_a_note_not_a_refusal(compose):
@@ -232,7 +267,7 @@ COSINE = ["actor_rollout_ref.actor.optim.lr_scheduler_type=cosine"]
         (["actor_rollout_ref.actor.optim.num_cycles=1.0"], None),  # verl reads it for cosine only
         (
             ["actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=0.1", "trainer.total_training_steps=null"],
-            "trainer.total_training_steps=null with actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=0.1",
+            "trainer.total_training_steps=None with actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=0.1",
         ),
         (["actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=0.1"], None),  # a horizon: warmup = ratio x steps
     ],
@@ -307,35 +342,43 @@ def test_log_prob_micro_batching_keys_are_backend_settings(compose):
 WAY_OUT = ("; set ", "; use ", "; unset", "; leave", "; turn", "; remove", "; pick", " instead", ", or ")
 
 
-def test_every_refusal_names_the_setting_the_backend_and_a_way_out(compose):
-    """Walks every checked setting with the table's non-default example, on both profiles and over cortex."""
-    from arctic_platform.integrations.verl.settings import example_context
+@pytest.fixture(scope="module")
+def engine_cfgs():
+    from arctic_platform.integrations.verl.settings.render import compose_engines
 
-    cfg = compose()
+    return compose_engines()
+
+
+def test_every_refusal_names_the_setting_the_backend_and_a_way_out(engine_cfgs):
+    """Walks every checked setting with the table's non-default example, on both profiles and over cortex: one form,
+    ``<setting>=<value>: <backend> <why>; <way out>``, and the way out's overrides make that line go away."""
+    from arctic_platform.integrations.verl.settings.render import example_context, example_refusals
+
     seen = set()
     for setting in SETTINGS:
         if setting.check is None:
             continue
         for profile in (EMBEDDED, ARCTIC_PLATFORM_MAIN):
             for cortex in (False, True):
-                example = example_context(setting, cfg, profile, cortex=cortex)
+                example = example_context(setting, engine_cfgs, profile, cortex=cortex)
                 assert example is not None, f"{setting.pattern}: a checked setting needs an example in EXAMPLES"
-                msg = setting.check(example[0])
-                if msg is None:
-                    continue
-                seen.add(setting.pattern)
-                where = (setting.pattern, profile.name, cortex, msg)
-                assert setting.pattern.removesuffix(".*") in msg, where
-                assert profile.name in msg, where
-                assert any(w in msg for w in WAY_OUT), where
+                for msg in example_refusals(setting, example[0]):
+                    seen.add(setting.pattern)
+                    where = (setting.pattern, profile.name, cortex, msg)
+                    assert msg.startswith(msg.setting + ": " + msg.backend + " "), where
+                    assert setting.pattern.removesuffix(".*").rsplit(".", 1)[-1] in msg.setting + msg.why, where
+                    assert msg.backend in (profile.name, f"{profile.name} over cortex", "verl 0.9.1") or (
+                        msg.backend.startswith("verl's V1 trainer")
+                    ), where
+                    assert any(w in msg for w in WAY_OUT), where
     checked = {s.pattern for s in SETTINGS if s.check is not None}
-    # checks of capabilities both profiles have (every verl KL estimator and LR scheduler type, HF export,
-    # sleep/wake): they guard a narrower backend, so no example is refused today
+    # checks of capabilities both profiles have (every verl KL estimator, HF export, sleep/wake): they guard a
+    # narrower backend, so no example is refused today; the model path's check needs a model on disk (its own test)
     guards = {
         "actor_rollout_ref.actor.kl_loss_type",
-        "actor_rollout_ref.actor.optim.lr_scheduler_type",
         "actor_rollout_ref.actor.checkpoint.save_contents",
         "actor_rollout_ref.rollout.free_cache_engine",
+        "actor_rollout_ref.model.path",
     }
     assert checked - seen == guards, sorted(checked - seen)
 
@@ -362,7 +405,10 @@ def test_compose_check_lists_every_refusal(capsys):
     )
     err = capsys.readouterr().err
     assert rc == 1
-    assert "2 setting(s) cannot be honoured by Arctic-Platform main" in err
+    # the server is named as not reached, and which profile the other lines assumed
+    assert "3 setting(s) cannot be honoured by Arctic-Platform main" in err
+    assert "profile from http://127.0.0.1:9 not reached" in err and "Arctic-Platform main's profile assumed" in err
+    assert "remote_backend.arctic.backend.url='http://127.0.0.1:9': the Arctic RL server did not answer /health" in err
     assert "clip_ratio_high" in err and "loss_agg_mode='token-sum'" in err
 
 

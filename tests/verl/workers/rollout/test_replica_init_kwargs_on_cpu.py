@@ -1,6 +1,7 @@
 # Copyright 2026 The arctic-verl Authors
 # SPDX-License-Identifier: Apache-2.0
-"""LLMServerManager(replica_init_kwargs=...), RolloutReplica(**kwargs) and the zero-replica guard (0010, 0011).
+"""LLMServerManager(replica_init_kwargs=...), RolloutReplica(**kwargs), the zero-replica guard and the workers a
+replica spans (0010, 0011, 0018).
 
 Real Ray, a real worker group on a CPU-only pool, the real LLMServerManager and load balancer; the replica is a
 plugin-style RolloutReplica registered through RolloutReplicaRegistry.
@@ -41,6 +42,14 @@ class KwargsReplica(RolloutReplica):
     async def launch_servers(self):
         self._server_handle = EchoServer.remote()
         self._server_address = f"kwargs://replica-{self.replica_rank}"
+
+
+class ForwardingReplica(KwargsReplica):
+    """A replica that forwards to a backend placing its own engines: one trainer worker per replica at any TP."""
+
+    @classmethod
+    def workers_per_replica(cls, config, world_size):
+        return 1
 
 
 class PlainReplica(RolloutReplica):
@@ -119,6 +128,19 @@ def test_zero_replicas_fail_at_start(verl_config_dir, cpu_wg, registered):
     with pytest.raises(ValueError, match=r"^LLMServerManager: 1 worker\(s\) cannot host one rollout replica of world"):
         LLMServerManager.create(config=cfg, worker_group=cpu_wg)
     assert KwargsReplica.seen == []
+
+
+def test_a_replica_class_sets_the_workers_it_spans(verl_config_dir, cpu_wg, registered):
+    """TP=2 with one worker: zero replicas for verl's own engines (above), one for a replica spanning one worker."""
+    RolloutReplicaRegistry.register("forwarding_test", lambda: ForwardingReplica)
+    cfg = _compose(
+        verl_config_dir,
+        ["actor_rollout_ref.rollout.name=forwarding_test", "actor_rollout_ref.rollout.tensor_model_parallel_size=2"],
+    )
+    manager = LLMServerManager.create(config=cfg, worker_group=cpu_wg)
+    assert manager.get_addresses() == ["kwargs://replica-0"]
+    assert [r.world_size for r in manager.get_replicas()] == [1] and len(manager.get_replicas()[0].workers) == 1
+    assert PlainReplica.workers_per_replica(cfg.actor_rollout_ref.rollout, 2) == 2  # the default: TP x DP x PP
 
 
 def test_builtin_replica_rejects_plugin_kwargs(verl_config_dir):

@@ -42,7 +42,7 @@ import time
 from typing import Any, Optional
 
 import ray
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from verl.remote_backend import RemoteBackend, RemoteBackendRegistry
 from verl.trainer.ppo.utils import Role, need_critic
@@ -56,6 +56,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.debug import marked_timer
 from verl.utils.import_utils import import_external_libs
+from verl.workers.rollout.replica import RolloutReplicaRegistry
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -89,16 +90,16 @@ def validate_remote_backend_config(config: DictConfig) -> None:
     """
     if need_critic(config):
         raise ValueError(
-            f"PPOTrainerRemoteBackend: algorithm.adv_estimator={config.algorithm.adv_estimator} needs a critic, "
-            "which would run in the forwarder's CPU-only resource pool; remote backends own no critic. Use a "
-            "critic-free estimator such as algorithm.adv_estimator=grpo"
+            f"algorithm.adv_estimator={config.algorithm.adv_estimator}: PPOTrainerRemoteBackend runs no critic (it "
+            "would run in the forwarder's CPU-only resource pool; remote backends own no critic), and this estimator "
+            "needs one; use a critic-free estimator such as algorithm.adv_estimator=grpo"
         )
     reward_model = config.reward.reward_model
     if reward_model.get("enable", False) and not reward_model.get("enable_resource_pool", False):
         raise ValueError(
-            "PPOTrainerRemoteBackend: reward.reward_model.enable=True without reward.reward_model."
-            "enable_resource_pool=True would colocate the reward model in the forwarder's CPU-only pool; set "
-            "reward.reward_model.enable_resource_pool=True (it keeps its GPUs) or use a rule-based reward"
+            "reward.reward_model.enable=True, reward.reward_model.enable_resource_pool=False: PPOTrainerRemoteBackend "
+            "would colocate the reward model in the forwarder's CPU-only pool; set reward.reward_model."
+            "enable_resource_pool=True (it keeps its GPUs) or use a rule-based reward"
         )
     rollout = config.actor_rollout_ref.rollout
     tp, dp, pp = (
@@ -107,13 +108,100 @@ def validate_remote_backend_config(config: DictConfig) -> None:
         rollout.pipeline_model_parallel_size,
     )
     world_size = config.trainer.n_gpus_per_node * config.trainer.nnodes
-    if world_size // (tp * dp * pp) < 1:
+    if world_size // _workers_per_replica(rollout, tp * dp * pp) < 1:
         raise ValueError(
             f"PPOTrainerRemoteBackend: rollout world size {tp * dp * pp} (actor_rollout_ref.rollout."
             f"tensor_model_parallel_size={tp} x data_parallel_size={dp} x pipeline_model_parallel_size={pp}) exceeds "
             f"the {world_size} forwarder worker(s) (trainer.n_gpus_per_node x trainer.nnodes), which leaves zero "
             "rollout replicas. Set each of the three to 1: the remote backend sizes its own engines"
         )
+
+
+def _workers_per_replica(rollout: DictConfig, world_size: int) -> int:
+    """Forwarder workers one rollout replica spans: the registered replica class decides (a plugin replica that
+    forwards to a backend placing its own engines spans one); TP x DP x PP for a name no replica is registered as
+    (LLMServerManager then fails with the registry's own error), or none."""
+    name = OmegaConf.select(rollout, "name", default=None)  # None when unset (mandatory, checked later)
+    try:
+        replica_cls = RolloutReplicaRegistry.get(name)
+    except (ValueError, ImportError):
+        return world_size
+    return replica_cls.workers_per_replica(rollout, world_size)
+
+
+class RemoteBackendConfigError(ValueError):
+    """Every problem :func:`check_remote_backend_config` found, one line each; ``errors`` keeps the exceptions they
+    came from (a backend's own error type, with whatever structure it carries)."""
+
+    def __init__(self, lines: list[str], errors: list[BaseException]):
+        super().__init__("\n".join(lines))
+        self.lines, self.errors = lines, errors
+
+
+def check_remote_backend_config(config: DictConfig, backend_check: Optional[Any] = None) -> None:
+    """``main_ppo``'s check of a remote-backend run before Ray starts (``compose_check`` runs this same function, so
+    the two agree): the trainer mode, :func:`validate_remote_backend_config`, verl's ``validate_config`` (which
+    ``main_ppo`` runs next anyway), and the backend's own start-up check
+    (:meth:`RemoteBackend.check_config`). Every problem at once, one line
+    each (``<setting>: <who> <why>; <way out>``). Nothing to check without ``trainer.remote_backend``.
+
+    Args:
+        config: the whole trainer config.
+        backend_check: the backend's check to run instead of its ``check_config`` (a dry run against another
+            profile).
+
+    Raises:
+        RemoteBackendConfigError: the lines (a ``ValueError``).
+    """
+    name = config.trainer.get("remote_backend", None)
+    if not name:
+        return
+    problems: list[str] = []
+    errors: list[BaseException] = []
+    mode = config.trainer.v1.get("trainer_mode", None)
+    if not config.trainer.use_v1:
+        problems.append(
+            f"trainer.use_v1={config.trainer.use_v1}: remote_backend={name} runs on verl's V1 trainer only (the legacy "
+            "trainer would train on verl's own GPU workers and never touch the backend); set trainer.use_v1=true"
+        )
+    if mode != "remote_backend":
+        why = (
+            f"the stock {mode} trainer would train on verl's own GPU workers and never touch the backend"
+            if mode != "sync"
+            else "trainer.remote_backend alone does not select the remote-backend trainer"
+        )
+        problems.append(
+            f"trainer.v1.trainer_mode={mode}: remote_backend={name} runs with trainer.v1.trainer_mode=remote_backend "
+            f"only ({why}); drop the override (the remote_backend=<name> choice selects the mode; "
+            "remote_backend.async_rollout.enable=true overlaps sampling with training)"
+        )
+    try:
+        validate_remote_backend_config(config)
+    except ValueError as e:
+        problems.append(str(e))
+        errors.append(e)
+    try:  # verl's own validation, which main_ppo runs next: its refusal belongs in the same try
+        from verl.trainer.ppo.utils import need_reference_policy
+        from verl.utils.config import validate_config
+
+        validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    except Exception as e:  # an assert, a ValueError, a dataclass verl cannot build: verl's own words
+        problems.append(f"verl's validate_config (stock verl refuses it too): {' '.join(str(e).split())}")
+        errors.append(e)
+    import_external_libs((config.get("remote_backend", None) or {}).get("custom_backend_module", None))
+    try:
+        check = backend_check or RemoteBackendRegistry.get(name).check_config
+    except Exception as e:  # not registered: the registry's message names the plugin mechanism
+        problems.append(f"trainer.remote_backend={name}: {e}")
+        errors.append(e)
+    else:
+        try:
+            check(config)
+        except ValueError as e:
+            problems.append(str(e))
+            errors.append(e)
+    if problems:
+        raise RemoteBackendConfigError(problems, errors)
 
 
 @register_trainer("remote_backend")

@@ -1,0 +1,105 @@
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+"""verl's rollout TP and the job sizes against the sampler and GPUs the backend has (integrations/verl/node.py):
+refused in one line naming the setting, the backend and the way out where the sampler cannot honour them, honoured
+where it can; main_ppo refuses before Ray starts."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from arctic_platform.integrations.verl.adapter import arctic_options
+from arctic_platform.integrations.verl.node import TP_KEY, SamplerView, node_refusals
+
+EMBEDDED = "the embedded arctic-verl server"
+TORCH = SamplerView(EMBEDDED, "torch")
+VLLM_CPU = SamplerView(EMBEDDED, "vllm")
+VLLM_NODE = SamplerView(EMBEDDED, "vllm", cuda=True, device_count=8)
+REMOTE = SamplerView("the Arctic RL server at http://x", None)
+SAMPLING = "remote_backend.arctic.sampling_gpus"
+
+
+@pytest.fixture(scope="module")
+def refusals(compose_arctic):
+    def run(overrides, view):
+        cfg = compose_arctic(overrides)
+        out = node_refusals(cfg, arctic_options(cfg), view)
+        for line in out:  # the house form: one line, the backend, a way out
+            assert "\n" not in line and view.backend in line and "; set " in line, line
+        return out
+
+    return run
+
+
+def test_rollout_tp_is_refused_where_the_sampler_cannot_honour_it(refusals):
+    verl_default_tp = f"{TP_KEY}=2"  # verl's own default (rollout.yaml), which most of its scripts keep
+    [torch] = refusals([verl_default_tp], TORCH)
+    assert torch.startswith(f"{TP_KEY}=2: {EMBEDDED}'s torch sampling loop runs on one device")
+    assert f"set {TP_KEY}=1, or install vLLM" in torch and torch.fix == (f"{TP_KEY}=1",)
+    [vllm] = refusals([verl_default_tp], VLLM_CPU)  # sampling_gpus=1 cannot hold a replica of 2
+    assert vllm.startswith(f"{TP_KEY}=2 with {SAMPLING}=1: {EMBEDDED} runs sampling_gpus / tensor_model_parallel_size")
+    assert vllm.endswith(f"set {SAMPLING}=2 or {TP_KEY} to one of [1]")
+    [three] = refusals([f"{TP_KEY}=2", f"{SAMPLING}=3"], VLLM_NODE)
+    assert f"set {SAMPLING}=2 or {TP_KEY} to one of [1, 3]" in three
+    # honoured: a vLLM sampler whose sampling GPUs TP divides (CPU workers or GPUs), or a server sizing its own
+    assert refusals([f"{TP_KEY}=2", f"{SAMPLING}=2"], VLLM_CPU) == []
+    assert refusals([f"{TP_KEY}=2", f"{SAMPLING}=4", "remote_backend.arctic.training_gpus=3"], VLLM_NODE) == []
+    assert refusals([verl_default_tp], REMOTE) == []
+
+
+def test_replicas_parallel_sizes_and_job_sizes(refusals):
+    [replicas] = refusals([f"{SAMPLING}=2"], TORCH)
+    assert replicas.startswith(f"{SAMPLING}=2: {EMBEDDED}'s torch sampling loop runs one replica")
+    [dp] = refusals(["actor_rollout_ref.rollout.data_parallel_size=2"], VLLM_CPU)
+    assert dp.startswith("actor_rollout_ref.rollout.data_parallel_size=2: ")
+    [sizes] = refusals(
+        ["remote_backend.arctic.training_gpus=4", f"{SAMPLING}=4", "remote_backend.arctic.log_prob_gpus=1"], VLLM_NODE
+    )
+    assert "training_gpus=4 + remote_backend.arctic.sampling_gpus=4 + remote_backend.arctic.log_prob_gpus=1" in sizes
+    assert sizes.endswith(
+        "has 8 GPU(s); set them to add up to at most 8 (this node's default split: remote_backend.arctic."
+        "training_gpus=4 remote_backend.arctic.sampling_gpus=3 remote_backend.arctic.log_prob_gpus=1)"
+    )
+    assert refusals(["trainer.n_gpus_per_node=8", f"{TP_KEY}=2"], REMOTE) == []  # a remote server sizes its own
+
+
+def test_main_ppo_refuses_the_rollout_tp_before_ray_starts(arctic_overrides, tiny_model, tmp_path):
+    """verl's default rollout TP (2) on the torch sampling loop: main_ppo stops before ray.init with one line."""
+    overrides = [o for o in arctic_overrides if not o.startswith(TP_KEY)]  # verl's default TP
+    args = [
+        *overrides,
+        f"actor_rollout_ref.model.path={tiny_model}",
+        "remote_backend.arctic.backend.sampling_engine=torch",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
+    ]
+    env = {**os.environ, "HYDRA_FULL_ERROR": "1"}
+    r = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *args], capture_output=True, text=True,
+                       timeout=300, env=env, cwd=tmp_path)  # fmt: skip
+    assert r.returncode != 0
+    assert "ray init kwargs" not in r.stdout  # before Ray
+    lines = [line for line in r.stderr.splitlines() if TP_KEY in line]
+    assert lines and lines[-1].strip() == (
+        f"- {TP_KEY}=2: {EMBEDDED}'s torch sampling loop runs on one device (no tensor parallelism); set {TP_KEY}=1, "
+        "or install vLLM (pip install 'verl[cpu]') and leave remote_backend.arctic.backend.sampling_engine at auto"
+    ), r.stderr[-3000:]
+
+
+def test_the_launchers_plan_of_an_h200_node():
+    """node_plan on Qwen3-8B's architecture (its config's counts, as model_facts reads them on the meta device): the
+    default split, the memory per GPU it prints, and a model whose training state cannot fit half the node."""
+    from arctic_platform.integrations.verl.node_plan import GIB, H200_GIB, ModelFacts, PlanError, make_plan
+
+    qwen3_8b = ModelFacts("Qwen3ForCausalLM", 8_190_735_360, 192_946_432, layers=36, kv_heads=8, head_dim=128)
+    plan = make_plan(qwen3_8b, gpus=8, gpu_bytes=H200_GIB * GIB, tp=1, utilization=0.5, seq_len=1536)
+    assert plan.counts == {"training": 4, "sampling": 3, "log_prob": 1}
+    assert round(plan.training_state / GIB, 1) == 30.5 and round(plan.sampling_weights / GIB, 1) == 15.3
+    assert plan.kv_tokens == int(plan.kv_cache // (2 * 36 * 8 * 128 * 2))  # K and V, bf16, per layer and KV head
+    tp2 = make_plan(qwen3_8b, gpus=8, gpu_bytes=H200_GIB * GIB, tp=2)
+    assert tp2.counts["sampling"] % 2 == 0 and sum(tp2.counts.values()) == 8
+    huge = ModelFacts("Huge", 70_000_000_000, 1_000_000_000, layers=80, kv_heads=8, head_dim=128)
+    with pytest.raises(PlanError, match="training state needs 15 GPU"):
+        make_plan(huge, gpus=8, gpu_bytes=H200_GIB * GIB)
+    with pytest.raises(PlanError, match="give training at least 15 GPU"):
+        make_plan(huge, gpus=32, gpu_bytes=H200_GIB * GIB, counts={"training": 8, "sampling": 8, "log_prob": 1})
