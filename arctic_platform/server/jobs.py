@@ -392,7 +392,11 @@ class JobRegistry:
             return
         logger.info("job %d (%s) running: %s on %s/%s", job.job_id, job.job_type, job.model_name, job.device, job.dtype)
         if job.sampling_engine:
-            events.info("job %d: sampling engine: %s", job.job_id, job.sampling_engine)
+            # vLLM: how verl's rollout TP was honoured (replicas x TP on which devices), for the run's log
+            shape = getattr(engine, "shape", None)
+            events.info(
+                "job %d: sampling engine: %s%s", job.job_id, job.sampling_engine, f" ({shape})" if shape else ""
+            )
         elif len(job.devices) > 1:
             from .placement import describe_devices
 

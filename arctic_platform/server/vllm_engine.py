@@ -354,12 +354,11 @@ class VllmSamplingEngine(SamplingInterface):
         # run); pay it while the job builds, which overlaps the trainer's own start-up, not in the first rollout
         for r in self._replicas:
             self._generate_on(r, [(0, GenerateItem(prompt=[self.pad_id] * 4, max_tokens=2, seed=0, logprobs=0))], 0)
+        self.shape = f"{len(self._replicas)} replica(s) x TP {self.tensor_parallel_size} on " + " | ".join(
+            describe_devices(r.devices) for r in self._replicas
+        )
         logger.info(
-            "vLLM sampling engine running: %d replica(s) x TP %d on %s (%s)",
-            len(self._replicas),
-            self.tensor_parallel_size,
-            " | ".join(describe_devices(r.devices) for r in self._replicas),
-            ", ".join(f"{k}={v}" for k, v in sorted(kw.items())),
+            "vLLM sampling engine running: %s (%s)", self.shape, ", ".join(f"{k}={v}" for k, v in sorted(kw.items()))
         )
 
     @classmethod
