@@ -175,6 +175,7 @@ class _Report:
         self.cpu0 = _cpu_ticks()
         self.durations: dict[str, float] = {}
         self.outcomes: dict[str, str] = {}
+        self.controller = True
 
     def add(self, report):
         self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + report.duration
@@ -188,8 +189,14 @@ class _Report:
 _REPORT = _Report()
 
 
+def pytest_configure(config):
+    # an xdist worker has workerinput; the controller (or a run without xdist) keeps the report. Not the environment:
+    # a test that starts its own pytest inside a worker inherits PYTEST_XDIST_WORKER
+    _REPORT.controller = not hasattr(config, "workerinput")
+
+
 def pytest_runtest_logreport(report):
-    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # the controller (or a run without xdist)
+    if _REPORT.controller:
         _REPORT.add(report)
 
 
@@ -198,7 +205,7 @@ def _budget(config, name: str) -> float:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if os.environ.get("PYTEST_XDIST_WORKER") is not None:
+    if not _REPORT.controller:
         return
     wall = time.monotonic() - _REPORT.start
     busy1, total1 = _cpu_ticks()
