@@ -194,7 +194,6 @@ def parity_cfg(compose_arctic, tiny_model, tmp_path_factory):
             f"remote_backend.arctic.backend.log_file={out / 'server.log'}",
             "remote_backend.arctic.dtype=float64",
             "remote_backend.arctic.device=cpu",
-            "remote_backend.arctic.sampling_gpus=0",
             "remote_backend.arctic.log_prob_gpus=0",
             "data.train_batch_size=4",
             "actor_rollout_ref.actor.ppo_mini_batch_size=2",
