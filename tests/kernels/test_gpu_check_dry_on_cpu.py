@@ -6,6 +6,7 @@ to run without CUDA. Nothing here needs a GPU (how to run it on an H200: README,
 
 import csv
 import os
+import re
 import shutil
 import subprocess
 import sysconfig
@@ -87,23 +88,6 @@ def test_a_step_failing_at_the_shell_is_recorded(repo_root, python_exe, tmp_path
     assert st["import"]["status"] == "pass"
 
 
-def test_the_carry_folder_installs_offline(repo_root, python_exe, tmp_path):
-    """What --prepare leaves behind (here: just the wheel under test) installs with --no-index into a fresh
-    folder, and the checks then import arctic_platform from there, not from the test environment."""
-    wheels = sorted((repo_root / "dist").glob("verl-*+arctic.*-py3-none-any.whl"), key=os.path.getmtime)
-    if not wheels:
-        pytest.skip("no built wheel in dist/ (run ./build.sh)")
-    carry = tmp_path / "carry"
-    carry.mkdir()
-    shutil.copy(wheels[-1], carry)
-    proc = run_script(repo_root, python_exe, tmp_path / "out", "--dry", ARCTIC_GPU_CARRY=str(carry),
-                      ARCTIC_GPU_CHECK_ONLY="install,import")  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    st = steps(tmp_path / "out")
-    assert st["install"]["status"] == "pass" and "installed 1 wheels" in st["install"]["note"]
-    assert "/site/arctic_platform/kernels" in st["import"]["note"] and ".venv" not in st["import"]["note"]
-
-
 def python_without(tmp_path, *hidden: str) -> str:
     """A fresh venv that sees every package of this test environment except the ``hidden`` import names."""
     env = tmp_path / "env"
@@ -173,7 +157,7 @@ def test_the_engines_step_runs_on_a_bare_image_from_the_carry(repo_root, tmp_pat
     require): no ray, tensordict or omegaconf, no server stack, no arctic-verl. Its carry is made as --prepare makes
     it (the wheel under test, gpu_carry.py's ENGINES_IMPORTS and the server stack, ray as its stripped zip), here
     from this environment's installed files (this Python's ABI) instead of cp312 downloads; the install, import and
-    engines steps then run and pass."""
+    engines steps then run and pass: the carry installs offline into a fresh folder the checks import from."""
     import importlib.util
 
     wheels = sorted((repo_root / "dist").glob("verl-*+arctic.*-py3-none-any.whl"), key=os.path.getmtime)
@@ -201,7 +185,9 @@ def test_the_engines_step_runs_on_a_bare_image_from_the_carry(repo_root, tmp_pat
     assert {s: st[s]["status"] for s in ("install", "import", "engines")} == dict.fromkeys(
         ("install", "import", "engines"), "pass"
     ), st
-    assert "/site/arctic_platform/kernels" in st["import"]["note"]
+    # the carry installed offline (--no-index) into a fresh folder, and the checks import from there
+    assert re.search(r"installed \d+ wheels", st["install"]["note"]), st["install"]
+    assert "/site/arctic_platform/kernels" in st["import"]["note"] and ".venv" not in st["import"]["note"]
     engines = read_csv(tmp_path / "out" / "engines_check.csv")
     assert len(engines) >= 8 and all(r["ok"] == "True" for r in engines)
     assert any(r["check"] == "sharded_grad_norm" for r in engines)  # verl's FSDP2 wrapping ran too
