@@ -28,6 +28,8 @@ from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
+import verl
+
 from ..refusal import Refusal, shown
 from ..verl_config import OPTIM, VerlConfigError, per_gpu, typed_value_errors
 from .model import ARR, Check, CheckResult, SettingsContext
@@ -87,6 +89,26 @@ def refuse_unless_default(path: str, why: str, way_out: str = "set it back to ve
         if v == default or (_off(default) and _off(v)):
             return None
         return Refusal(shown(path, v), ctx.name, why, f"{way_out} ({hydra_value(default)})", [set_(path, default)])
+
+    return check
+
+
+def router_replay(role: str) -> Check:
+    """MoE router record / replay (``<role>.router_replay``: verl 0.9.0's actor and ref trees; 0.9.1 moved it into
+    the Megatron engine's config): any mode but ``disabled`` is refused, the backends route every token themselves."""
+    path = f"{ARR}.{role}.router_replay.mode"
+
+    def check(ctx: SettingsContext) -> Optional[Refusal]:
+        v = ctx.get(path)
+        if v in (None, "disabled"):
+            return None
+        return Refusal(
+            shown(path, v),
+            ctx.name,
+            "has no MoE router record / replay",
+            "set it to disabled",
+            [set_(path, "disabled")],
+        )
 
     return check
 
@@ -1138,7 +1160,7 @@ def uncovered(ctx: SettingsContext) -> list[Refusal]:
             Refusal(
                 shown(path, value),
                 ctx.name,
-                "does not know this setting (verl 0.9.1's config has no such key, so nothing reads it)",
+                f"does not know this setting (verl {verl.__version__}'s config has no such key, so nothing reads it)",
                 "remove it",
                 [f"~{path}"],
             )

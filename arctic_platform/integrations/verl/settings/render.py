@@ -116,6 +116,8 @@ EXAMPLES: dict[str, Example] = {
     f"{R}.profiler.*": Example({"enable": True}, PROFILED),
     f"{A}.ulysses_sequence_parallel_size": _ex(2),
     f"{A}.qat.*": _ex({"enable": True}),
+    f"{A}.router_replay.*": _ex({"mode": "R3"}),
+    f"{F}.router_replay.*": _ex({"mode": "R2"}),
     f"{M}.path": _ex("/models/a-text-model"),
     f"{M}.hf_config_path": _ex("/other/config"),
     f"{M}.use_liger": _ex(True),

@@ -238,6 +238,12 @@ SETTINGS: tuple[Setting, ...] = (
         "quantisation-aware training",
         C.refuse_unless_default(f"{A}.qat.enable", "has no quantisation-aware training"),
     ),
+    Setting(
+        f"{A}.router_replay.*",
+        REFUSED,
+        "MoE router record / replay (verl 0.9.0's actor tree)",
+        C.router_replay("actor"),
+    ),
     # ---- reference policy (the log_prob job)
     Setting(
         f"{F}.log_prob_micro_batch_size",
@@ -271,6 +277,9 @@ SETTINGS: tuple[Setting, ...] = (
         BACKEND,
         "verl's interpolation of actor.ulysses_sequence_parallel_size",
         C.sequence_parallel(f"{F}.ulysses_sequence_parallel_size"),
+    ),
+    Setting(
+        f"{F}.router_replay.*", REFUSED, "MoE router record / replay (verl 0.9.0's ref tree)", C.router_replay("ref")
     ),
     Setting(f"{F}.*", PLACEMENT, _PLACE),
     # ---- model

@@ -77,6 +77,9 @@ def test_every_actor_rollout_ref_setting_of_every_engine_is_classified(engine_cf
         ("+actor_rollout_ref.model.override_config.attn_implementation=sdpa", "backend"),
         ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16", "backend"),
         ("+actor_rollout_ref.actor.optim.override_optimizer_config.amsgrad=true", "refused"),
+        # verl 0.9.0's actor and ref trees have it (0.9.1 moved it into Megatron's engine config)
+        ("+actor_rollout_ref.actor.router_replay.mode=R3", "refused"),
+        ("+actor_rollout_ref.ref.router_replay.mode=R2", "refused"),
     ],
 )
 def test_keys_added_with_plus_are_classified(compose, added, role):
