@@ -148,12 +148,16 @@ def _unreachable(opts: ArcticOptions, src: BackendSource) -> Refusal:
 
 def settings_refusals(main_config: DictConfig, opts: ArcticOptions, profile: BackendProfile) -> list[Refusal]:
     """Every verl setting the backend with ``profile`` cannot honour, one line each (:mod:`.settings`), then the
-    rollout parallelism and job sizes its sampler and GPUs cannot honour (:mod:`.node`)."""
-    from .node import node_refusals, sampler_view
+    rollout parallelism and job sizes its sampler and GPUs cannot honour (:mod:`.node`): the sampler of the embedded
+    server this node would start, only when that server is the profile checked against (another profile, e.g.
+    ``compose_check --profile arctic-platform-main`` or a server that did not answer, is a server sizing its own
+    engines)."""
+    from arctic_platform.backend_profile import EMBEDDED_NAME
 
-    return check_settings(main_config, opts, profile) + node_refusals(
-        main_config, opts, sampler_view(opts, profile.name)
-    )
+    from .node import SamplerView, node_refusals, sampler_view
+
+    view = sampler_view(opts, profile.name) if profile.name == EMBEDDED_NAME else SamplerView(profile.name, None)
+    return check_settings(main_config, opts, profile) + node_refusals(main_config, opts, view)
 
 
 def settings_notes(main_config: DictConfig, opts: ArcticOptions, profile: BackendProfile) -> list[str]:

@@ -35,6 +35,7 @@ __all__ = ["CHECKS", "TP_KEY", "SamplerView", "local_sampler", "node_refusals", 
 
 R = "actor_rollout_ref.rollout"
 TP_KEY = f"{R}.tensor_model_parallel_size"
+EP_KEY = f"{R}.expert_parallel_size"
 GPUS_KEY = "remote_backend.arctic.{}_gpus"
 JOBS = ("training", "sampling", "log_prob")
 
@@ -156,13 +157,19 @@ def parallel_refusal(key: str) -> Callable[[DictConfig, Any, SamplerView], Optio
         value = _int(cfg, key)
         if view.engine is None or value == 1:
             return None
+        fix, also = [f"{key}=1"], ""
+        ep, tp = _int(cfg, EP_KEY), _int(cfg, TP_KEY)
+        if key.endswith(".data_parallel_size") and ep > 1 and ep != tp:
+            # verl's RolloutConfig asserts expert_parallel_size == TP x DP once it is above 1: keep that true
+            fix.append(f"{EP_KEY}={tp}")
+            also = f" and {EP_KEY}={tp} (verl wants TP x DP)"
         return Refusal(
             shown(key, value),
             view.backend,
             f"makes its sampling replicas from {GPUS_KEY.format('sampling')} / {TP_KEY} (independent engines, as "
             "verl runs dense models)",
-            f"set {key}=1 and size {GPUS_KEY.format('sampling')}",
-            [f"{key}=1"],
+            f"set {key}=1{also} and size {GPUS_KEY.format('sampling')}",
+            fix,
         )
 
     return check

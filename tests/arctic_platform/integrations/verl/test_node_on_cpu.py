@@ -54,6 +54,18 @@ def test_replicas_parallel_sizes_and_job_sizes(refusals):
     assert replicas.startswith(f"{SAMPLING}=2: {EMBEDDED}'s torch sampling loop runs one replica")
     [dp] = refusals(["actor_rollout_ref.rollout.data_parallel_size=2"], VLLM_CPU)
     assert dp.startswith("actor_rollout_ref.rollout.data_parallel_size=2: ")
+    assert dp.fix == ("actor_rollout_ref.rollout.data_parallel_size=1",)
+    # verl asserts expert_parallel_size == TP x DP once it is above 1 (verl's veomni MoE script: DP 8, EP 8): the way
+    # out keeps that true
+    [moe] = refusals(
+        ["actor_rollout_ref.rollout.data_parallel_size=8", "actor_rollout_ref.rollout.expert_parallel_size=8",
+         f"{TP_KEY}=1"], VLLM_CPU,
+    )  # fmt: skip
+    assert moe.fix == (
+        "actor_rollout_ref.rollout.data_parallel_size=1",
+        "actor_rollout_ref.rollout.expert_parallel_size=1",
+    )
+    assert "and actor_rollout_ref.rollout.expert_parallel_size=1 (verl wants TP x DP)" in moe
     [sizes] = refusals(
         ["remote_backend.arctic.training_gpus=4", f"{SAMPLING}=4", "remote_backend.arctic.log_prob_gpus=1"], VLLM_NODE
     )
@@ -63,6 +75,21 @@ def test_replicas_parallel_sizes_and_job_sizes(refusals):
         "training_gpus=4 remote_backend.arctic.sampling_gpus=3 remote_backend.arctic.log_prob_gpus=1)"
     )
     assert refusals(["trainer.n_gpus_per_node=8", f"{TP_KEY}=2"], REMOTE) == []  # a remote server sizes its own
+
+
+def test_the_local_sampler_is_checked_only_against_the_embedded_servers_profile(compose_arctic):
+    """A local-backend config checked against another profile (``compose_check --profile arctic-platform-main``, or
+    an onprem server that did not answer) is checked as that server would run it: it sizes its own engines, so this
+    node's sampler does not refuse verl's rollout TP there."""
+    from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN
+    from arctic_platform.integrations.verl.adapter import settings_refusals
+    from arctic_platform.server.capabilities import server_profile
+
+    cfg = compose_arctic([f"{TP_KEY}=2"])
+    embedded = [r for r in settings_refusals(cfg, arctic_options(cfg), server_profile()) if TP_KEY in r.setting]
+    assert len(embedded) == 1 and embedded[0].backend.startswith(EMBEDDED), embedded
+    ap_main = settings_refusals(cfg, arctic_options(cfg), ARCTIC_PLATFORM_MAIN)
+    assert [r for r in ap_main if TP_KEY in r.setting] == [], [str(r) for r in ap_main]
 
 
 def test_main_ppo_refuses_the_rollout_tp_before_ray_starts(arctic_overrides, tiny_model, tmp_path):
@@ -88,18 +115,28 @@ def test_main_ppo_refuses_the_rollout_tp_before_ray_starts(arctic_overrides, tin
 
 def test_the_launchers_plan_of_an_h200_node():
     """node_plan on Qwen3-8B's architecture (its config's counts, as model_facts reads them on the meta device): the
-    default split, the memory per GPU it prints, and a model whose training state cannot fit half the node."""
+    default split, the memory per GPU it prints (the sharded state, the unsharded fp32 gradients micro-batches
+    accumulate, two gathered layers), a model whose training state cannot fit half the node, and one whose unsharded
+    gradients alone fill a GPU."""
     from arctic_platform.integrations.verl.node_plan import GIB, H200_GIB, ModelFacts, PlanError, make_plan
 
     qwen3_8b = ModelFacts("Qwen3ForCausalLM", 8_190_735_360, 192_946_432, layers=36, kv_heads=8, head_dim=128)
     plan = make_plan(qwen3_8b, gpus=8, gpu_bytes=H200_GIB * GIB, tp=1, utilization=0.5, seq_len=1536)
     assert plan.counts == {"training": 4, "sampling": 3, "log_prob": 1}
     assert round(plan.training_state / GIB, 1) == 30.5 and round(plan.sampling_weights / GIB, 1) == 15.3
+    assert round(plan.training_accumulated / GIB, 1) == 30.5  # 4 B/param on every training GPU, any number of them
+    assert round(plan.training_static / GIB, 1) == 61.7  # + 2 gathered bf16 layers (0.7 GiB)
+    assert "unsharded fp32 gradients (micro-batch accumulation) 30.5 GiB" in "\n".join(
+        plan.lines(qwen3_8b, "H200", 1536, 0.5)
+    )
     assert plan.kv_tokens == int(plan.kv_cache // (2 * 36 * 8 * 128 * 2))  # K and V, bf16, per layer and KV head
     tp2 = make_plan(qwen3_8b, gpus=8, gpu_bytes=H200_GIB * GIB, tp=2)
     assert tp2.counts["sampling"] % 2 == 0 and sum(tp2.counts.values()) == 8
+    big = ModelFacts("Big", 14_000_000_000, 400_000_000, layers=48, kv_heads=8, head_dim=128)
+    with pytest.raises(PlanError, match="training state needs 13 GPU"):  # 70.2 - 52.2 - 1.5 GiB left per GPU
+        make_plan(big, gpus=8, gpu_bytes=H200_GIB * GIB)
+    with pytest.raises(PlanError, match="give training at least 13 GPU"):
+        make_plan(big, gpus=32, gpu_bytes=H200_GIB * GIB, counts={"training": 8, "sampling": 8, "log_prob": 1})
     huge = ModelFacts("Huge", 70_000_000_000, 1_000_000_000, layers=80, kv_heads=8, head_dim=128)
-    with pytest.raises(PlanError, match="training state needs 15 GPU"):
-        make_plan(huge, gpus=8, gpu_bytes=H200_GIB * GIB)
-    with pytest.raises(PlanError, match="give training at least 15 GPU"):
-        make_plan(huge, gpus=32, gpu_bytes=H200_GIB * GIB, counts={"training": 8, "sampling": 8, "log_prob": 1})
+    with pytest.raises(PlanError, match=r"unsharded fp32 gradients \(4 B/param, 260.8 GiB.*no number of training GPU"):
+        make_plan(huge, gpus=32, gpu_bytes=H200_GIB * GIB)

@@ -4,9 +4,9 @@
 every refusal at once, one line each, naming the setting, the backend and a way out that works.
 
 The corpus: 27 scripts of verl's ``examples/`` (and the fully-async multi-turn tool and one-step-off-policy recipes),
-their overrides recorded from verl v0.9.0 (``data/verl_v0.9.0_examples.json``: repository, tag, commit and each
-script's argv, written by ``tools/verl_corpus.py`` running the scripts with a ``python3`` shim; verl 0.9.1 has no tag
-in the mirror, v0.9.0 is the newest release the snapshot has). Each is rewritten to a tiny model and tiny data
+their overrides recorded from verl v0.9.0 (``verl_v0.9.0_examples.json`` next to this file: repository, tag, commit
+and each script's argv, written by ``tools/verl_corpus.py`` running the scripts with a ``python3`` shim; verl 0.9.1 has
+no tag in the mirror, v0.9.0 is the newest release the snapshot has). Each is rewritten to a tiny model and tiny data
 (:func:`tiny`), run through exactly what ``main_ppo`` runs before Ray starts (``check_remote_backend_config`` with
 the arctic backend's check against the embedded server's profile and against Arctic-Platform main's), compared with
 :data:`EXPECTED`, then the refusals' own fixes are applied and the same check, with verl's ``validate_config`` and
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-CORPUS = json.loads((Path(__file__).parent / "data" / "verl_v0.9.0_examples.json").read_text())
+CORPUS = json.loads((Path(__file__).parent / "verl_v0.9.0_examples.json").read_text())
 SCRIPTS = {s["path"]: s for s in CORPUS["scripts"]}
 EMBEDDED, AP_MAIN = "the embedded arctic-verl server", "Arctic-Platform main"
 
@@ -126,6 +126,12 @@ BROKEN = {
 }
 
 ONE_FORWARDER = "trainer.n_gpus_per_node"
+TP, DP = "actor_rollout_ref.rollout.tensor_model_parallel_size", "actor_rollout_ref.rollout.data_parallel_size"
+"""The embedded server's sampler runs ``sampling_gpus / TP`` replicas of TP devices (node.py): with its default of one
+sampling device, a script's rollout TP above 1 (verl's default is 2) is refused at start-up, the way out being TP=1
+(or more sampling GPUs); a rollout DP above 1 likewise (replicas come from ``sampling_gpus / TP``). Expected on the
+embedded profile for every script whose effective TP / DP is above 1 (:func:`expected`); Arctic-Platform main sizes
+its own engines."""
 ROLLOUT_TP = "rollout world size"
 """The rollout tensor-parallel refusal of verl's remote-backend trainer (``validate_remote_backend_config``): node's
 issue (29) turns it into a one-line start-up refusal, honoured where the backend can; until then it shows only once
@@ -240,6 +246,18 @@ EXPECTED: dict[str, dict[str, set[str]]] = {
         AP_MAIN: {ONE_FORWARDER},
     },
 }
+
+
+def expected(path: str, profile: str, cfg) -> set[str]:
+    """:data:`EXPECTED`, plus the rollout-TP refusal (:data:`TP`) on the embedded profile when the composed config's
+    TP (the script's, else verl's default) is above 1."""
+    out = set(EXPECTED[path][profile])
+    if profile == EMBEDDED:
+        rollout = cfg.actor_rollout_ref.rollout
+        out |= {TP} if int(rollout.tensor_model_parallel_size) > 1 else set()
+        out |= {DP} if int(rollout.data_parallel_size) > 1 else set()
+    return out
+
 
 OUTSIDE_THE_CONFIG = {
     "actor_rollout_ref.model.path": "a text-only model",
@@ -364,12 +382,12 @@ def test_a_verl_script_passes_or_is_refused_with_a_way_out_that_works(path, corp
         prof = _profile(profile)
         refusals, trainer_lines = _refusals(cfg, prof)
         lines = [*refusals, *trainer_lines]
-        expected = EXPECTED[path][profile]
-        got = {next((e for e in expected if line.startswith(e)), line) for line in lines}
-        assert got == expected, (path, profile, [str(r) for r in lines])
+        want = expected(path, profile, cfg)
+        got = {next((e for e in want if line.startswith(e)), line) for line in lines}
+        assert got == want, (path, profile, [str(r) for r in lines])
         for r in refusals:
             assert "\n" not in r and r.startswith(f"{r.setting}: {r.backend} "), r
-            assert r.backend in (profile, "the arctic backend", "verl 0.9.1") or r.backend.startswith("verl's V1"), r
+            assert r.backend in ("the arctic backend", "verl 0.9.1") or r.backend.startswith((profile, "verl's V1")), r
             assert r.fix or r.setting.split("=")[0] in OUTSIDE_THE_CONFIG, f"no way out to apply: {r}"
         for line in trainer_lines:
             assert "\n" not in line and ": PPOTrainerRemoteBackend " in line and "; " in line, line
@@ -412,8 +430,9 @@ def test_a_sample_of_the_passing_scripts_runs_through_the_probe(path, probe_serv
     model, data = _inputs(path, corpus_files, tiny_model_dir)
     overrides = tiny(SCRIPTS[path], model, data, corpus_files["home"])
     prof = _profile(EMBEDDED)
-    refusals, _ = _refusals(compose_config(overrides), prof)
-    assert {r.setting.split("=")[0] for r in refusals} == {ONE_FORWARDER}, [str(r) for r in refusals]
+    cfg = compose_config(overrides)
+    refusals, _ = _refusals(cfg, prof)
+    assert {r.setting.split("=")[0] for r in refusals} == expected(path, EMBEDDED, cfg), [str(r) for r in refusals]
     effective = [
         *overrides,
         *(f for r in refusals for f in r.fix),
