@@ -239,8 +239,10 @@ class EmbeddedBackend:
             ds = tr.get("ds_config") or {}
             training = {
                 "checkpoint_path": tempfile.mkdtemp(prefix=f"fake-cortex-{job.job_id}-"),  # the service's own store
-                "optimizer": {k: o[k] for k in ("lr", "betas", "eps", "weight_decay") if k in o},
-                "grad_clip": tr.get("gradient_clipping") or None,
+                "optimizer": {
+                    **{k: o[k] for k in ("lr", "betas", "eps", "weight_decay") if k in o},
+                    "grad_clip": tr.get("gradient_clipping") or None,
+                },
                 "train_batch_size": tr["train_batch_size"],
                 "micro_batch_size": ds.get("train_micro_batch_size_per_gpu"),
                 "ds_worker_config": {

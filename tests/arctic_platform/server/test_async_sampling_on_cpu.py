@@ -89,7 +89,7 @@ async def test_weight_sync_during_generation_never_tears_a_sequence(tiny_model_d
         log_prob_gpus=0,
         request_timeout=300,
         job_ready_timeout=300,
-        training={"optimizer": {"lr": 0.5}, "grad_clip": None, "checkpoint_path": str(tmp_path / "ckpt")},
+        training={"optimizer": {"lr": 0.5, "grad_clip": None}, "checkpoint_path": str(tmp_path / "ckpt")},
         backend={
             "type": "local",
             "log_file": str(tmp_path / "server.log"),
