@@ -192,9 +192,10 @@ def _probe(overrides: list[str], lines: _Lines, refusals: list[str], out: Callab
         return
     client = ArcticRLClient(build_client_config(cfg, opts))
     try:
+        cortex = str(opts.backend.type) == "cortex"
         health = lines.call(
-            "GET /health",
-            lambda: (client.connect(), client.health())[1],
+            "connect (Cortex has no /health: its fixed profile)" if cortex else "GET /health",
+            lambda: _health(client, cortex),
             lambda h: (
                 f"status={h.get('status')!r} capabilities={h.get('capabilities', [])} -> profile: "
                 f"{client.backend_profile.name}"
@@ -220,6 +221,16 @@ def _probe(overrides: list[str], lines: _Lines, refusals: list[str], out: Callab
         _data_plane(cfg, client, lines)
     finally:
         lines.call("POST /destroy (the jobs this probe created)", lambda: _close(client))
+
+
+def _health(client, cortex: bool) -> dict:
+    """``GET /health`` of an Arctic RL server; on Cortex (SnowAPI has no such route) the fixed profile the client
+    uses there, in the same shape."""
+    client.connect()
+    if cortex:
+        held = [k for k, v in client.backend_profile.model_dump().items() if v is True]
+        return {"status": "no /health on Cortex", "capabilities": held}
+    return client.health()
 
 
 def _close(client) -> None:

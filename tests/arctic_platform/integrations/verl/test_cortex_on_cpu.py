@@ -186,3 +186,23 @@ def test_bypass_mode_sends_the_rollouts_old_log_probs(cortex_env, compose_arctic
             torch.testing.assert_close(shifted[row, P - 1 : P - 1 + len(lp)], lp)
     finally:
         backend.destroy()
+
+
+def test_the_probe_runs_on_cortex(cortex_env, arctic_overrides, tiny_model, tmp_path):
+    """``arctic-verl probe`` with backend.type=cortex: no GET /health (SnowAPI has none; the profile is fixed), then
+    the capability check, the three-job start, the forwarder's calls and the teardown, against the fake SnowAPI."""
+    from arctic_platform.integrations.verl.probe import probe
+
+    fake = cortex_env
+    out: list[str] = []
+    overrides = [*arctic_overrides, *CORTEX, f"actor_rollout_ref.model.path={tiny_model}"]
+    overrides.append(f"trainer.default_local_dir={tmp_path}")
+    rc = probe(overrides, out=out.append)
+    text = "\n".join(out)
+    assert rc == 0, text
+    assert "ok   connect (Cortex has no /health: its fixed profile)" in text and "profile: Snowflake Cortex" in text
+    assert "capability check: 0 refusal(s) by Snowflake Cortex" in text
+    assert "ok   update_actor: POST /forward-backward + POST /step" in text
+    assert "ok   update_weights: weight sync training -> sampling" in text and "probe: OK" in text
+    assert "health" not in {e.route for e in fake.exchanges}
+    assert len(fake.calls("cancel")) == 1  # the probe's teardown
