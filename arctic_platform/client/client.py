@@ -149,6 +149,7 @@ class AsyncArcticRLClient:
         self._cortex_job: str | None = None
         """Cortex: the parent job of the sub-jobs in ``_jobs`` (every SnowAPI URL names it)."""
         self._schedule = None  # Cortex: the LR schedule run client-side (cortex_body.CortexSchedule)
+        self._schedule_position = None  # Cortex, re-attached: where the handle's schedule stood
         self._sleep = sleep
         self._server: LocalServer | None = None
         self._started = False
@@ -333,6 +334,8 @@ class AsyncArcticRLClient:
                     self._jobs[jt] = ids[jt]
         if self._jobs["training"] is not None:
             self._schedule = CortexSchedule(c)
+            if self._schedule_position:
+                self._schedule.restore(self._schedule_position)
 
     async def wait_ready(self, job_types: Collection[str] | None = None) -> None:
         """Wait until this client's jobs of ``job_types`` (default: all it knows) are running.
@@ -473,7 +476,8 @@ class AsyncArcticRLClient:
 
         Cortex: the backend settings without the PAT (a re-attached client reads it from ``pat_env_var``), the parent
         job id and the sub-job ids, and what a re-attached client computes with: the training settings (the LR
-        schedule it runs), the GPU counts (the loss's ``dp_size``) and ``max_seq_len`` (the prompt check).
+        schedule it runs) and where that schedule stands now (``lr_schedule_position``: a client re-attached after
+        N steps goes on at N), the GPU counts (the loss's ``dp_size``) and ``max_seq_len`` (the prompt check).
         """
         if self.url is None:
             raise ArcticRLError(None, "start() the client before asking for a reconnect handle", "reconnect_handle")
@@ -485,6 +489,7 @@ class AsyncArcticRLClient:
                 "cortex": b.model_dump(mode="json", by_alias=True, exclude={"pat"}),
                 "job_id": self._cortex_job,
                 "training": c.training.model_dump(mode="json"),
+                "lr_schedule_position": self._schedule.position() if self._schedule is not None else None,
                 **{k: getattr(c, k) for k in ("max_seq_len", "training_gpus", "sampling_gpus", "log_prob_gpus")},
             }
         return {
@@ -528,7 +533,9 @@ class AsyncArcticRLClient:
         else:
             fields["backend"] = OnPremConfig(url=handle["url"], token_env_var=handle.get("token_env_var"))
         fields.update(overrides)
-        return cls(ArcticRLClientConfig(**fields), sleep=sleep)
+        client = cls(ArcticRLClientConfig(**fields), sleep=sleep)
+        client._schedule_position = handle.get("lr_schedule_position") if handle.get("backend") == "cortex" else None
+        return client
 
     # ---- plumbing ----
     async def _op(
@@ -693,6 +700,9 @@ class AsyncArcticRLClient:
                 sched.set_horizon(int(total_training_steps))
             lr = float(learning_rate) if learning_rate is not None else sched.rate()
             reply = await self._op("step", jid, json_body={"learning_rate": lr})
+            moved = sched.observe(reply.get("global_steps") if isinstance(reply, dict) else None)
+            if moved:
+                logger.warning(moved)
             next_lr = sched.tick() if lr_scheduler_step is None or lr_scheduler_step else sched.rate()
             return step_reply(reply, next_lr)
         body: dict[str, Any] = {} if learning_rate is None else {"learning_rate": learning_rate}

@@ -192,6 +192,13 @@ class CortexSchedule:
 
     ``rate()`` is the rate of the next step; ``tick()`` advances the schedule (verl: once per training step). The
     horizon may come late (``set_horizon``: verl counts its dataloader after the job exists).
+
+    The position (ticks, and the optimizer steps sent through it) travels in a reconnect handle, so a client
+    re-attached after N steps goes on at N. The service counts every ``/step`` of the job (``global_steps``): when
+    its count differs from this schedule's (a handle older than the job's last steps, or another client stepping
+    the job), :meth:`observe` moves the schedule to where the service's count puts it, ``(global_steps - 1) //
+    optimizer_steps_per_tick`` ticks before this step's own tick (verl's pattern: the tick follows the last of a
+    training step's optimizer steps), and says so.
     """
 
     def __init__(self, config: ArcticRLClientConfig):
@@ -200,8 +207,35 @@ class CortexSchedule:
 
         t = config.training
         self.settings = TrainingSettings(lr=t.optimizer.lr, **schedule_settings(t.lr_schedule))
+        self.per_tick = int(t.optimizer_steps_per_tick)
         self.ticks = 0
+        self.steps = 0
         self._scheduler = None
+
+    def position(self) -> dict:
+        """Where the schedule stands (JSON): ticks, optimizer steps sent through it, the horizon if known."""
+        return {"ticks": self.ticks, "steps": self.steps, "total_steps": self.settings.total_steps}
+
+    def restore(self, position: dict) -> None:
+        """Go on from a :meth:`position` (a reconnect handle's)."""
+        self.ticks, self.steps = int(position["ticks"]), int(position["steps"])
+        if position.get("total_steps") is not None:
+            self.set_horizon(int(position["total_steps"]))
+
+    def observe(self, global_steps: Any) -> str | None:
+        """Count the optimizer step just taken (before its tick, if it ticks) and compare with the service's
+        ``global_steps`` after it; on a difference, move to the service's position and return a line saying so
+        (None when they agree or the reply has no count)."""
+        self.steps += 1
+        if not isinstance(global_steps, int) or isinstance(global_steps, bool) or global_steps == self.steps:
+            return None
+        was_ticks, was_steps = self.ticks, self.steps
+        self.steps, self.ticks = global_steps, (global_steps - 1) // self.per_tick
+        return (
+            f"cortex: the job has taken {global_steps} optimizer step(s), this client's LR schedule counted "
+            f"{was_steps}: it moves from tick {was_ticks} to tick {self.ticks} (optimizer_steps_per_tick "
+            f"{self.per_tick}); the step just taken used the rate of tick {was_ticks}"
+        )
 
     def set_horizon(self, total: int) -> None:
         have = self.settings.total_steps

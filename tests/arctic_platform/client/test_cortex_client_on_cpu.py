@@ -220,6 +220,61 @@ def test_verls_lr_schedule_travels_as_each_steps_learning_rate(fake, clock):
     c.close()
 
 
+def test_a_reattached_client_goes_on_with_the_schedule_where_it_stands(fake, clock, caplog):
+    """The handle carries the schedule's position: a client re-attached after two training steps sends the third
+    step's rate. A handle older than the job's last steps (taken at start) sends one stale rate, then the service's
+    ``global_steps`` moves its schedule back in line, with a warning naming both counts."""
+    from verl.utils.torch_functional import get_cosine_schedule_with_warmup
+
+    schedule = {"lr_scheduler_type": "cosine", "lr_warmup_steps": 1, "total_training_steps": 6}
+    training = {"optimizer": {"lr": 1e-3}, "train_batch_size": 4, "lr_schedule": schedule,
+                "optimizer_steps_per_tick": 2}  # fmt: skip
+    c = _sync(_config(fake, training=training), clock)
+    c.start()
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1e-3)
+    ref = get_cosine_schedule_with_warmup(opt, num_warmup_steps=1, num_training_steps=6)
+    want = []  # verl's rate of training steps 1..6
+    for _ in range(6):
+        want.append(ref.get_last_lr()[0])
+        opt.step()
+        ref.step()
+    assert len(set(want)) == 6
+
+    def training_step(client):
+        client.step(lr_scheduler_step=False)
+        return client.step(lr_scheduler_step=True)["lr"]
+
+    stale = c.reconnect_handle()
+    assert stale["lr_schedule_position"] == {"ticks": 0, "steps": 0, "total_steps": 6}
+    assert training_step(c) == pytest.approx(want[1], rel=1e-12)
+    training_step(c)
+    handle = c.reconnect_handle()
+    assert handle["lr_schedule_position"] == {"ticks": 2, "steps": 4, "total_steps": 6}
+    again = ArcticRLClient(None, _client=AsyncArcticRLClient.from_handle(handle, sleep=clock.sleep))
+    again.start()
+    with caplog.at_level("WARNING", logger="arctic_platform.client"):
+        assert training_step(again) == pytest.approx(want[3], rel=1e-12)
+    assert not [r for r in caplog.records if "optimizer step(s)" in r.getMessage()]
+    sent = [e.json()["learning_rate"] for e in fake.calls("step")]
+    assert sent == pytest.approx([want[0]] * 2 + [want[1]] * 2 + [want[2]] * 2, rel=1e-12)
+    again.close()
+
+    late = ArcticRLClient(None, _client=AsyncArcticRLClient.from_handle(stale, sleep=clock.sleep))
+    late.start()
+    with caplog.at_level("WARNING", logger="arctic_platform.client"):
+        late.step(lr_scheduler_step=False)  # the job's 7th optimizer step; this client counted its 1st
+        assert late.step(lr_scheduler_step=True)["lr"] == pytest.approx(want[4], rel=1e-12)
+    moved = [r.getMessage() for r in caplog.records if "optimizer step(s)" in r.getMessage()]
+    assert moved == [
+        "cortex: the job has taken 7 optimizer step(s), this client's LR schedule counted 1: it moves from tick 0 to "
+        "tick 3 (optimizer_steps_per_tick 2); the step just taken used the rate of tick 0"
+    ]
+    sent = [e.json()["learning_rate"] for e in fake.calls("step")][6:]
+    assert sent == pytest.approx([want[0], want[3]], rel=1e-12)  # one stale rate, then in line again
+    late.close()
+    c.close()
+
+
 def test_a_schedule_without_its_horizon_fails_before_sending():
     cfg = ArcticRLClientConfig(
         model_name="m", log_prob_gpus=0, backend={"type": "cortex", "base_url": "http://unused"},
