@@ -33,6 +33,10 @@ SMOKE = shutil.which("arctic-verl", path=os.path.dirname(sys.executable))
 STEPS = 25  # the launcher's default: the learning check compares steps 1-5 with 21-25
 SAVE_AT = 24  # save_freq: verl saves at 24 and at the last step (25), so the checkpoint at 24 has a step after it
 HIST = "training/off_policy/staleness_hist/"
+# The failure runs: one step whose generate the server refuses (top_p > 1 fails the request's validation, before any
+# engine sees it), on the torch sampling engine: the path under test is the agent loop's error and the teardown, which
+# no engine takes part in, so these runs skip vLLM's start (~25 CPU-s each; the learning runs above sample with it).
+FAIL_ARGS = ("--steps", "1", "--no-learning-check", "--sampling-engine", "torch", "actor_rollout_ref.rollout.top_p=1.5")
 
 
 def _smoke(out: Path, *args: str, timeout: int = 1500) -> subprocess.CompletedProcess:
@@ -201,7 +205,7 @@ def test_agent_loop_error_reaches_the_final_error_and_the_backend_is_destroyed(t
     final error, and the real backend's three jobs are destroyed. (The same teardown when __init__ or init() fails is
     the trainer's own unit test, tests/verl/trainer/test_remote_backend_trainer_on_cpu.py.)"""
     out = tmp_path / "smoke_fail"
-    r = _smoke(out, "--steps", "1", "--no-learning-check", "actor_rollout_ref.rollout.top_p=1.5", timeout=600)
+    r = _smoke(out, *FAIL_ARGS, timeout=600)
     assert r.returncode != 0
     log = (out / "main_ppo.log").read_text()
     final = [line for line in log.splitlines() if line.startswith("RuntimeError: Sync replay buffer")]
@@ -214,9 +218,7 @@ def test_agent_loop_error_reaches_the_final_error_and_the_backend_is_destroyed(t
 
 def test_async_agent_loop_error_reaches_the_final_error(tmp_path):
     out = tmp_path / "smoke_async_fail"
-    r = _smoke(
-        out, "--async", "--steps", "1", "--no-learning-check", "actor_rollout_ref.rollout.top_p=1.5", timeout=600
-    )
+    r = _smoke(out, "--async", *FAIL_ARGS, timeout=600)
     assert r.returncode != 0
     log = (out / "main_ppo.log").read_text()
     final = [line for line in log.splitlines() if line.startswith("RuntimeError: Async replay buffer")]
