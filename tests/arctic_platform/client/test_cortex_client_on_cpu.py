@@ -193,6 +193,19 @@ def test_what_cortex_has_no_field_for_is_refused_before_any_call(fake, clock, ch
     c.close()
 
 
+def test_a_prompt_that_leaves_no_room_for_an_output_is_refused_before_sending(fake, clock):
+    """The service truncates nothing for us and the reference checks nothing: a token-id prompt as long as
+    ``max_seq_len`` fails here, naming it, before any generate is sent; one token shorter goes out."""
+    c = _sync(_config(fake), clock)  # max_seq_len 64
+    c.start()
+    with pytest.raises(ArcticRLError, match=r"prompts\[1\] has 64 tokens: max_seq_len 64 leaves no room"):
+        c.generate([[1, 2], list(range(1, 65))], {"max_tokens": 1, "temperature": 1.0})
+    assert fake.calls("generate") == []
+    out = c.generate([list(range(1, 64))], {"max_tokens": 1, "temperature": 1.0})
+    assert len(out) == 1 and len(fake.calls("generate")) == 1
+    c.close()
+
+
 def test_verls_lr_schedule_travels_as_each_steps_learning_rate(fake, clock):
     from verl.utils.torch_functional import get_cosine_schedule_with_warmup
 
