@@ -39,6 +39,11 @@ from .settings import SAMPLING_ENGINES, ServerLimits, ServerSettings
 DEFAULT_TOKEN_ENV = "ARCTIC_RL_TOKEN"
 SAMPLING_ENGINE_ENV = "ARCTIC_SAMPLING_ENGINE"
 """Default of ``--sampling-engine`` (the test suite sets ``torch``; a test that wants vLLM asks for it)."""
+KEEP_ALIVE_S = 65
+"""Seconds an idle keep-alive connection stays open (uvicorn's default is 5). Above httpx's pool expiry (5 s), so a
+pooled connection a client still holds is never closed under it: with 5 s and an event loop that stalled past it
+(uvloop runs due timers before reading the socket), a request already sent on the connection was dropped without
+an answer ("Server disconnected without sending a response", seen on a loaded 2-core CI run)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -236,6 +241,7 @@ def run(args) -> int:
         access_log=args.verbose,
         lifespan="on",
         timeout_graceful_shutdown=10,
+        timeout_keep_alive=KEEP_ALIVE_S,
         limit_concurrency=None,
     )
     server = uvicorn.Server(config)

@@ -74,6 +74,41 @@ def test_sigint_stops_cleanly_and_reports_the_port(tmp_path, tiny_model_dir):
             proc.wait()
 
 
+def _health_on(sock) -> bytes:
+    """One ``GET /health`` on an open socket; the raw reply (b"" when the server closed the connection)."""
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    reply = b""
+    while b"\r\n\r\n" not in reply:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return reply
+        reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    length = int(next(h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")))
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head
+
+
+def test_an_idle_keep_alive_connection_outlives_the_clients_pool_expiry(tmp_path, serve_server):
+    """A connection idle for longer than httpx keeps one in its pool (5 s) still answers: the server's keep-alive
+    (KEEP_ALIVE_S) is above it, so a client never sends on a connection the server is closing. (With uvicorn's
+    default of 5 s the second request below gets no reply.)"""
+    import socket
+    import time
+
+    from arctic_platform.server.__main__ import KEEP_ALIVE_S
+
+    expiry = httpx.Limits().keepalive_expiry
+    assert KEEP_ALIVE_S > expiry + 30
+    with serve_server(tmp_path) as srv:
+        host, port = srv.url.removeprefix("http://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            assert _health_on(sock).startswith(b"HTTP/1.1 200")
+            time.sleep(expiry + 1)
+            assert _health_on(sock).startswith(b"HTTP/1.1 200")
+
+
 def test_keep_alive_calls_do_not_wait_for_delayed_acks(tmp_path, serve_server):
     """Nagle + delayed ACK would cost ~40 ms per keep-alive call: the listening socket sets TCP_NODELAY, which every
     accepted connection inherits. Asserted as the socket option (speed belongs in benchmarks, not in a test)."""
