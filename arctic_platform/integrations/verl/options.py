@@ -31,6 +31,7 @@ pydantic): the adapter imports it during ``import verl``.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -195,9 +196,17 @@ class RemoteBackendOptions(_Options):
     arctic: ArcticOptions = Field(default_factory=ArcticOptions)
 
 
+@functools.lru_cache(maxsize=1)
+def _packaged_defaults() -> DictConfig:
+    """The packaged yaml's ``arctic`` block, parsed once per process and read-only (a merge copies it)."""
+    defaults = OmegaConf.load(DEFAULTS_YAML).arctic
+    OmegaConf.set_readonly(defaults, True)
+    return defaults
+
+
 def _merged(main_config: DictConfig) -> dict:
     """``remote_backend.arctic`` over the packaged yaml's, as plain data (works without the Hydra group too)."""
-    defaults = OmegaConf.load(DEFAULTS_YAML).arctic
+    defaults = _packaged_defaults()
     group = main_config.get("remote_backend", None)
     user = group.get("arctic", None) if group is not None else None
     merged = OmegaConf.merge(defaults, user) if user is not None else defaults

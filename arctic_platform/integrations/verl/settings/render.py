@@ -17,6 +17,7 @@ non-default value of it (:data:`EXAMPLES`), the refusal lines exactly as the sta
 
 from __future__ import annotations
 
+import copy
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -154,7 +155,7 @@ def example_context(
     example = EXAMPLES.get(path)
     if example is None:
         return None
-    c = cfgs[example.engine].copy()
+    c = copy.deepcopy(cfgs[example.engine])  # DictConfig.copy() copies as deeply, at twice the cost
     OmegaConf.set_struct(c, False)
     updates = dict(example.context)
     if path.endswith(".*"):
