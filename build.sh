@@ -270,6 +270,7 @@ sys.exit(f"still installed beside the CPU torch: {left}" if left else 0)'
 # Environment for anything that runs the installed wheel: no repo on sys.path, small thread pools.
 run_env() {
   env TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}" \
+      TQ_NUM_THREADS="${TQ_NUM_THREADS:-1}" \
       RAY_DEDUP_LOGS=0 PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1 "$@"
 }
 

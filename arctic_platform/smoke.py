@@ -143,7 +143,9 @@ def main_ppo_command(out: Path, model: Path, train: Path, val: Path, args) -> li
         f"trainer.v1.sampler.poll_interval={args.poll_interval}",
         f"ray_kwargs.ray_init.num_cpus={args.num_cpus}",
         "+ray_kwargs.ray_init.include_dashboard=false",
-        "transfer_queue.backend.SimpleStorage.num_data_storage_units=2",
+        # one TransferQueue storage unit: every unit is a Ray actor that imports verl (~7 CPU-s) and takes a share of
+        # every put and get; a smoke's batch is a few KiB
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
         f"remote_backend.arctic.backend.log_file={out / 'arctic_server.log'}",
         f"remote_backend.arctic.seed={args.seed}",
         f"remote_backend.arctic.backend.sampling_engine={getattr(args, 'sampling_engine', 'auto')}",
@@ -312,6 +314,9 @@ def run(args) -> int:
         "TOKENIZERS_PARALLELISM": "false",
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
         "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS", "1"),
+        # TransferQueue's put / get run torch on TQ_NUM_THREADS threads (default 8, capped at the physical cores with
+        # a warning on every call: 5,700 of a 25-step run's 6,800 log lines): one, as OMP_NUM_THREADS
+        "TQ_NUM_THREADS": os.environ.get("TQ_NUM_THREADS", "1"),
         "RAY_DEDUP_LOGS": "0",
         "HYDRA_FULL_ERROR": "1",
     }
