@@ -30,8 +30,19 @@ from pathlib import Path
 import pytest
 
 SMOKE = shutil.which("arctic-verl", path=os.path.dirname(sys.executable))
-STEPS = 25  # the launcher's default: the learning check compares steps 1-5 with 21-25
-SAVE_AT = 24  # save_freq: verl saves at 24 and at the last step (25), so the checkpoint at 24 has a step after it
+
+
+def _launcher_defaults() -> argparse.Namespace:
+    """What ``arctic-verl smoke`` runs with when given no options (steps, lr, batch, ...)."""
+    from arctic_platform import smoke
+
+    parser = argparse.ArgumentParser()
+    smoke.add_arguments(parser)
+    return parser.parse_args([])
+
+
+STEPS = _launcher_defaults().steps  # the launcher's default; its learning check: the first 5 steps against the last 5
+SAVE_AT = STEPS - 1  # save_freq: verl saves here and at the last step, so the checkpoint at SAVE_AT has a step after it
 HIST = "training/off_policy/staleness_hist/"
 # The failure runs: one step whose generate the server refuses (top_p > 1 fails the request's validation, before any
 # engine sees it), on the torch sampling engine: the path under test is the agent loop's error and the teardown, which
@@ -52,10 +63,9 @@ def _main_ppo(out: Path, tag: str, steps: int, *overrides: str, **smoke_args):
     Returns ``(steps, stdout + stderr, server log)``."""
     from arctic_platform import smoke
 
-    args = argparse.Namespace(
-        batch=8, n=8, lr=5e-3, poll_interval=0.1, num_cpus=8, seed=0, steps=steps, overrides=list(overrides),
-        **smoke_args,
-    )  # fmt: skip
+    args = _launcher_defaults()  # the launcher's batch, n, lr, seed, ... (the values `arctic-verl smoke` runs with)
+    args.steps, args.overrides = steps, list(overrides)
+    vars(args).update(smoke_args)
     train, val = out / "data" / "train.parquet", out / "data" / "val.parquet"
     assert train.exists() and val.exists()
     metrics = out / f"metrics-{tag}.jsonl"
