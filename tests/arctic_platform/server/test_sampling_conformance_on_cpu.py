@@ -29,6 +29,7 @@ from arctic_platform import wire
 
 OCTET = {"Content-Type": "application/octet-stream"}
 MAX_SEQ = 2048
+LONG_TOKENS = MAX_SEQ - 48  # the long generate that a destroy cuts short (3-token prompts)
 PROMPTS = [[5, 6, 7, 8, 9], [1, 2, 3], [40, 41, 42, 43, 44, 45, 46]]
 # Log-probs of two fp32 implementations of the same model (vLLM's CPU kernels vs transformers' sdpa path) differ by
 # reduction order only: measured max |diff| ~1e-6 on the tiny model; 1e-4 is far above that and far below any real
@@ -408,9 +409,11 @@ async def test_destroy_during_a_long_generate_returns_partial_rows_marked_abort(
     sid = srv.ids["sampling"]
     async with httpx.AsyncClient(base_url=srv.server.url, timeout=300) as c:
         base = (await c.get("/status")).json()["server"]["busy"]["sampling_s"]
-        sp = {"temperature": 1.0, "max_tokens": 1800, "ignore_eos": True, "seed": 5}
+        # 256 rows x 2,000 tokens: far more than either engine decodes in the half second before the destroy (64 x
+        # 1,800 once finished before the destroy landed on a fast day, 2026-12-06, and no row was aborted)
+        sp = {"temperature": 1.0, "max_tokens": LONG_TOKENS, "ignore_eos": True, "seed": 5}
         gen = asyncio.create_task(
-            c.post("/generate", params={"job_id": sid}, json={"prompts": [[1, 2, 3]] * 64, "sampling_params": sp})
+            c.post("/generate", params={"job_id": sid}, json={"prompts": [[1, 2, 3]] * 256, "sampling_params": sp})
         )
         deadline = time.monotonic() + 120
         while (await c.get("/status")).json()["server"]["busy"]["sampling_s"] <= base:
@@ -423,9 +426,9 @@ async def test_destroy_during_a_long_generate_returns_partial_rows_marked_abort(
         r = await asyncio.wait_for(gen, 120)
     assert r.status_code == 200, r.text
     res = r.json()["results"]
-    assert len(res) == 64 and all(x["policy_version"] == 1 for x in res)
+    assert len(res) == 256 and all(x["policy_version"] == 1 for x in res)
     aborted = [x for x in res if x["finish_reason"] == "abort"]
-    assert aborted and all(0 <= x["generation_len"] < 1800 for x in aborted)
+    assert aborted and all(0 <= x["generation_len"] < LONG_TOKENS for x in aborted)
     assert all(len(x["token_ids"]) == x["generation_len"] for x in res)
     assert "aborted" in srv.server.log_text()
 
