@@ -187,12 +187,18 @@ def test_probe_reports_refusals_and_the_servers_words(arctic_overrides, proxied,
 
 
 def test_probe_fails_when_a_job_outlives_its_destroy(arctic_overrides, proxied, tiny_model_dir, tmp_path):
-    """Every /destroy answers 500 (after the client's retries): the probe says which job may still be running and
-    exits 1, instead of reporting a clean run while a job holds the server."""
+    """The sampling job's /destroy answers 500 every time (the first try and each of the client's retries): the
+    probe names that job as possibly still running and exits 1, instead of reporting a clean run while a job holds
+    the server; the other two jobs are destroyed. (One failing job, not three: each pays the retries' backoff.)"""
     import httpx
 
+    from arctic_platform.client.client import DESTROY_RETRIES
+
     answer = proxied.module.Answer
-    proxied.rule = lambda call, calls: answer(500) if call.path == "/destroy" else None
+    proxied.rule = lambda call, calls: (
+        answer(500) if call.path == "/destroy" and (call.json() or {}).get("job_type") == "sampling" else None
+    )
+    n = len(proxied.calls)
     try:
         r = _probe(
             ["--url", proxied.url, *arctic_overrides, f"actor_rollout_ref.model.path={tiny_model_dir}",
@@ -208,8 +214,13 @@ def test_probe_fails_when_a_job_outlives_its_destroy(arctic_overrides, proxied, 
     out = r.stdout
     assert r.returncode == 1, out + r.stderr
     assert "ok   POST /initialize x3" in out and "ok   update_actor" in out, out
-    assert "FAIL POST /destroy" in out and "may still be running" in out, out
+    assert "FAIL POST /destroy" in out and "(sampling) may still be running" in out, out
+    assert "(training) may still be running" not in out and "(log_prob) may still be running" not in out, out
     assert "probe: FAILED (1 failed call(s), 0 refusal(s))" in out, out
+    destroys = [(c.json()["job_type"], c.status) for c in proxied.calls[n:] if c.path == "/destroy"]
+    assert sorted(destroys) == sorted(
+        [("sampling", 500)] * (1 + DESTROY_RETRIES) + [("log_prob", 200), ("training", 200)]
+    ), destroys
 
 
 @pytest.mark.parametrize(
