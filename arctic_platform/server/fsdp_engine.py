@@ -70,6 +70,9 @@ _START_TIMEOUT_S = 900.0
 _CLOSE_GRACE_S = 10.0
 _DISAGREE_GRACE_S = 30.0
 """How long the other ranks may take to report a client mistake one rank reported, before the job fails."""
+_PEER_GRACE_S = 2.0
+"""How long a rank's failure waits for the ranks still working to answer or die: a peer's death reaches the living
+ranks as a collective's error (gloo: "Connection reset by peer"), and the death is the reason to report."""
 
 
 def split_rows(db: DenseBatch, mb: MicroBatching | None, world: int) -> list[tuple[DenseBatch, list[list[int]]]]:
@@ -194,7 +197,8 @@ class RankGroup:
                 try:
                     send(self._conns[r], msgs[r])
                 except (OSError, EOFError, BrokenPipeError) as e:
-                    self._fail(f"rank {r} is gone ({e})")
+                    self._procs[r].join(_CLOSE_GRACE_S)  # a pipe breaks as its process dies: read the exit code
+                    self._fail(self._death(r) or f"rank {r} is gone ({e})")
             return self._receive(ranks, timeout)
 
     def _receive(self, ranks: list[int], timeout: float | None) -> list[Any]:
@@ -212,7 +216,7 @@ class RankGroup:
                     self._fail(self._death(r) or f"rank {r} closed its pipe")
                 replies[r] = reply
                 if not reply.get("ok") and reply.get("kind") != "request":
-                    self._fail(reply.get("error") or f"rank {r} failed")
+                    self._fail(self._dead_peer(pending) or reply.get("error") or f"rank {r} failed")
                 if not reply.get("ok") and disagree_since is None:
                     disagree_since = time.monotonic()
             for r in pending.values():
@@ -232,6 +236,23 @@ class RankGroup:
             raise RequestError(errors[0]["error"], int(errors[0].get("status", 422)))
         self.last = replies[ranks[0]]
         return [replies[r].get("value") for r in ranks]
+
+    def _dead_peer(self, pending: dict) -> str | None:
+        """The death of a rank, when one has died: any rank already gone, else one of ``pending`` (connection ->
+        rank, still working) whose pipe closes within :data:`_PEER_GRACE_S`. None when all live (or answer)."""
+        for r in range(self.world):
+            if self._death(r):
+                return self._death(r)
+        waiting, deadline = dict(pending), time.monotonic() + _PEER_GRACE_S
+        while waiting and time.monotonic() < deadline:
+            for conn in mpc.wait(list(waiting), timeout=max(0.0, deadline - time.monotonic())):
+                r = waiting.pop(conn)
+                try:
+                    receive(conn)  # a reply: this rank lives (its own error, if any, is a symptom)
+                except (EOFError, OSError):
+                    self._procs[r].join(_CLOSE_GRACE_S)
+                    return self._death(r) or f"rank {r} closed its pipe"
+        return None
 
     def _death(self, rank: int) -> str | None:
         p = self._procs[rank]

@@ -39,6 +39,7 @@ process dies (:func:`.engines.shared.watch_parent`).
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import gc
 import logging
 import os
@@ -375,6 +376,7 @@ def rank_main(conn, rank: int, world: int, job_type: str, spec: dict, init_file:
     """The body of one rank process (see the module docstring). Messages are dicts with an ``op``; every reply is
     ``{"ok": True, "value": ...}`` or ``{"ok": False, "kind": "request" | "internal", "error": ..., "status": ...}``.
     """
+    faulthandler.enable()  # a crash in native code (exit code -11, -6) leaves its Python stack in the server's log
     watch_parent(lambda: os._exit(3), parent_pid, interval_s=1.0)
     torch.set_num_threads(max(1, threads))
     with contextlib.suppress(RuntimeError):
