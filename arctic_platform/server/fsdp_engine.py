@@ -197,8 +197,7 @@ class RankGroup:
                 try:
                     send(self._conns[r], msgs[r])
                 except (OSError, EOFError, BrokenPipeError) as e:
-                    self._procs[r].join(_CLOSE_GRACE_S)  # a pipe breaks as its process dies: read the exit code
-                    self._fail(self._death(r) or f"rank {r} is gone ({e})")
+                    self._fail(self._exit_reason(r, f"rank {r} is gone ({e})"))
             return self._receive(ranks, timeout)
 
     def _receive(self, ranks: list[int], timeout: float | None) -> list[Any]:
@@ -212,8 +211,7 @@ class RankGroup:
                 try:
                     reply = receive(conn)
                 except (EOFError, OSError):
-                    self._procs[r].join(_CLOSE_GRACE_S)  # a pipe closes as its process dies: read the exit code
-                    self._fail(self._death(r) or f"rank {r} closed its pipe")
+                    self._fail(self._exit_reason(r, f"rank {r} closed its pipe"))
                 replies[r] = reply
                 if not reply.get("ok") and reply.get("kind") != "request":
                     self._fail(self._dead_peer(pending) or reply.get("error") or f"rank {r} failed")
@@ -241,8 +239,9 @@ class RankGroup:
         """The death of a rank, when one has died: any rank already gone, else one of ``pending`` (connection ->
         rank, still working) whose pipe closes within :data:`_PEER_GRACE_S`. None when all live (or answer)."""
         for r in range(self.world):
-            if self._death(r):
-                return self._death(r)
+            why = self._death(r)
+            if why:
+                return why
         waiting, deadline = dict(pending), time.monotonic() + _PEER_GRACE_S
         while waiting and time.monotonic() < deadline:
             for conn in mpc.wait(list(waiting), timeout=max(0.0, deadline - time.monotonic())):
@@ -250,9 +249,14 @@ class RankGroup:
                 try:
                     receive(conn)  # a reply: this rank lives (its own error, if any, is a symptom)
                 except (EOFError, OSError):
-                    self._procs[r].join(_CLOSE_GRACE_S)
-                    return self._death(r) or f"rank {r} closed its pipe"
+                    return self._exit_reason(r, f"rank {r} closed its pipe")
         return None
+
+    def _exit_reason(self, rank: int, fallback: str) -> str:
+        """Why ``rank``'s pipe broke: its exit code once the process has ended (a pipe breaks as its process dies,
+        so wait up to :data:`_CLOSE_GRACE_S` for it), else ``fallback``."""
+        self._procs[rank].join(_CLOSE_GRACE_S)
+        return self._death(rank) or fallback
 
     def _death(self, rank: int) -> str | None:
         p = self._procs[rank]
