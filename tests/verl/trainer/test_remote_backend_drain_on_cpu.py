@@ -1,7 +1,9 @@
 # Copyright 2026 The arctic-verl Authors
 # SPDX-License-Identifier: Apache-2.0
-"""The async remote-backend trainer's shutdown drain, ``PPOTrainerRemoteBackend._drain_rollouts``, against a real
-TransferQueue (controller + one SimpleStorage unit as Ray actors on a local CPU Ray).
+"""The two V1 paths that read TransferQueue's prompt tags, against a real TransferQueue (controller + one SimpleStorage
+unit as Ray actors on a local CPU Ray, shared by the module): the async remote-backend trainer's shutdown drain,
+``PPOTrainerRemoteBackend._drain_rollouts``, and the replay buffers' validation batch with failed prompt groups
+(patch 0017: quoted, not dropped without a word or ended in TransferQueue's "empty list as keys").
 
 ``fit`` calls the drain after the last step and before it destroys the backend; it reads nothing but TransferQueue's
 ``train`` partition and ``self._async`` (an :class:`AsyncRolloutOptions`). Building a whole trainer needs a dataset,
@@ -133,3 +135,88 @@ def test_drain_gives_up_after_its_timeout_and_returns_what_is_still_generating(t
         "async remote backend: waiting up to 0.5s for 2 in-flight prompt group(s) before destroying the backend",
         "async remote backend: drained 0 in-flight prompt group(s) at shutdown; 2 still generating after 0.5s",
     ]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Validation with failed prompt groups (patch 0017 + diagnostics.check_validation_groups), sync and async buffers
+# ---------------------------------------------------------------------------------------------------------------
+
+TOP_P = "ArcticRLError: /generate failed (422): top_p: Input should be less than or equal to 1"
+
+
+@pytest.fixture
+def val_partition(tq):
+    """The ``val`` partition, emptied after each test."""
+    yield tq
+    keys = list((tq.kv_list("val") or {}).get("val", {}))
+    if keys:
+        tq.kv_clear(keys=keys, partition_id="val")
+
+
+@pytest.fixture
+def warnings_of_the_replay_buffer():
+    logger = logging.getLogger("verl.trainer.ppo.v1.replay_buffer")
+    h = _Lines()
+    h.setLevel(logging.WARNING)
+    logger.addHandler(h)
+    yield h.messages
+    logger.removeHandler(h)
+
+
+def _replay_buffer(kind: str):
+    """The sync trainer's buffer (verl's ``ReplayBuffer``) or the async remote backend's (its subclass of verl's
+    ``ReplayBufferAsync``), as the trainers build them for a run without off-policy control."""
+    from omegaconf import OmegaConf
+
+    from verl.trainer.ppo.v1.remote_backend_async import StalenessBoundReplayBuffer
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+    cls = ReplayBuffer if kind == "sync" else StalenessBoundReplayBuffer
+    return cls(kind, OmegaConf.create({}), None, "drop", OmegaConf.create({}), poll_interval=0.01)
+
+
+def _put_val_groups(tq, groups: dict[str, list[str]]) -> None:
+    """Prompt groups of the ``val`` partition as the agent loop leaves them: a finished group with its trajectory
+    keys, a failed one (empty list) with its error in the tag and no trajectory."""
+    keys, tags = [], []
+    for uid, trajectories in groups.items():
+        tag = {"is_prompt": True, "global_steps": 0, "status": "finished" if trajectories else "failure"}
+        if not trajectories:
+            tag["error"] = TOP_P
+        keys += [uid, *trajectories]
+        tags += [tag, *[{"status": "finished", "global_steps": 0}] * len(trajectories)]
+    tq.kv_batch_put(keys=keys, partition_id="val", tags=tags)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_validation_keeps_the_finished_groups_and_says_how_many_failed_and_why(
+    kind, val_partition, warnings_of_the_replay_buffer
+):
+    _put_val_groups(val_partition, {"v0": ["v0_0", "v0_1"], "v1": [], "v2": ["v2_0"]})
+    batch, _ = _replay_buffer(kind).sample(global_steps=0, partition_id="val", batch_size=3)
+    assert sorted(batch.keys) == ["v0_0", "v0_1", "v2_0"]
+    assert warnings_of_the_replay_buffer == [
+        f"Validation: 1 of 3 prompt groups failed in the agent loop; first agent-loop error: {TOP_P} (uid=v1); "
+        "the validation metrics of this batch leave them out."
+    ]
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_validation_whose_every_group_failed_ends_with_the_first_agent_loop_error(
+    kind, val_partition, warnings_of_the_replay_buffer
+):
+    _put_val_groups(val_partition, {"w0": [], "w1": []})
+    with pytest.raises(RuntimeError) as exc:
+        _replay_buffer(kind).sample(global_steps=0, partition_id="val", batch_size=2)
+    message = str(exc.value)
+    assert message.startswith("Validation: 2 of 2 prompt groups failed in the agent loop; first agent-loop error: ")
+    assert f"{TOP_P} (uid=w" in message and message.endswith("; no validation metric can be computed.")
+    assert warnings_of_the_replay_buffer == []
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_validation_without_failures_says_nothing(kind, val_partition, warnings_of_the_replay_buffer):
+    _put_val_groups(val_partition, {"x0": ["x0_0"], "x1": ["x1_0", "x1_1"]})
+    batch, _ = _replay_buffer(kind).sample(global_steps=0, partition_id="val", batch_size=2)
+    assert sorted(batch.keys) == ["x0_0", "x1_0", "x1_1"]
+    assert warnings_of_the_replay_buffer == []

@@ -17,6 +17,7 @@
   and the worker placement groups hold with what Ray has, instead of hanging with no message.
 * :func:`describe_agent_loop_error` / :func:`first_agent_loop_error`: the agent loop records the first exception
   of a failed prompt group in its TransferQueue tag, and the replay buffer quotes it in its final error.
+* :func:`check_validation_groups`: the same for validation, whose failed groups verl drops without a word.
 """
 
 from __future__ import annotations
@@ -101,3 +102,36 @@ def first_agent_loop_error(partition_tags: dict[str, dict[str, Any]]) -> Optiona
         if tag.get("is_prompt", False) and tag.get("status") == "failure" and tag.get("error"):
             return f"{tag['error']} (uid={key})"
     return None
+
+
+def check_validation_groups(
+    selected_prompt_uids: list[str], trajectories: dict[str, dict[str, Any]], partition_tags: dict[str, dict[str, Any]]
+) -> Optional[str]:
+    """Validation's view of its failed prompt groups (partition ``val``, before the batch is materialized).
+
+    verl's replay buffer leaves a group whose agent loop failed out of the validation batch without a word, and
+    when every group failed, the empty batch ended the run with TransferQueue's "Received an empty list as keys".
+
+    Args:
+        selected_prompt_uids: the prompt groups the replay buffer selected for this validation batch.
+        trajectories: the partition's trajectory keys (``<uid>_<index>``) with their tags.
+        partition_tags: the partition's tags (prompt tags carry the agent loop's ``error``).
+
+    Returns:
+        ``None`` when no selected group failed, else a warning line (how many failed, the first error) for a batch
+        whose metrics leave the failed groups out.
+
+    Raises:
+        RuntimeError: every selected group failed (there is nothing to validate on); it quotes the first error.
+    """
+    materialized = {key.split("_")[0] for key in trajectories}
+    failed = [uid for uid in selected_prompt_uids if uid not in materialized]
+    if not failed:
+        return None
+    message = f"Validation: {len(failed)} of {len(selected_prompt_uids)} prompt groups failed in the agent loop"
+    first_error = first_agent_loop_error({uid: partition_tags[uid] for uid in failed if uid in partition_tags})
+    if first_error:
+        message += f"; first agent-loop error: {first_error}"
+    if len(failed) == len(selected_prompt_uids):
+        raise RuntimeError(f"{message}; no validation metric can be computed.")
+    return f"{message}; the validation metrics of this batch leave them out."
