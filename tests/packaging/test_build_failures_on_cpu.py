@@ -127,6 +127,20 @@ def test_missing_dep3_field_refused(repo_copy, sdist, toolenv):
     _assert_refused(r, repo_copy, rf"patch {re.escape(patch.name)}: DEP-3 header lacks Forwarded")
 
 
+def test_covered_by_naming_a_missing_test_refused(repo_copy, sdist, toolenv):
+    """``Covered-by: file::test`` must name a test of that file (a renamed or merged test leaves a stale name)."""
+    patch = _first_patch(repo_copy)
+    gone = "tests/packaging/test_build_failures_on_cpu.py::test_renamed_long_ago"
+    patch.write_text(re.sub(r"^Covered-by: .*$", f"Covered-by: {gone}", patch.read_text(), flags=re.M))
+    r = run_build(repo_copy, sdist=sdist, toolenv=toolenv)
+    _assert_refused(
+        r,
+        repo_copy,
+        rf"patch {re.escape(patch.name)}: Covered-by names 'test_renamed_long_ago', which is not a test in "
+        r"tests/packaging/test_build_failures_on_cpu.py",
+    )
+
+
 def test_offset_hunk_refused(repo_copy, sdist, toolenv):
     """A hunk whose context matches only a few lines away from where it says is refused (zero offset), by name."""
     patch = _first_patch(repo_copy)

@@ -26,8 +26,11 @@ def test_dep3_headers_and_diff_hygiene(folder, arctic_build):
     for patch in arctic_build.load_series(folder):  # lint_headers: DEP-3 fields, ISO date, Covered-by exists
         text = patch.path.read_text()
         assert re.search(r"^Last-Update: \d{4}-\d{2}-\d{2}$", text, re.M)
-        covered = patch.headers["Covered-by"]  # a test file, or file::test
-        assert (REPO / covered.split("::")[0]).is_file(), covered
+        covered, _, test = patch.headers["Covered-by"].partition("::")  # a test file, or file::test
+        assert (REPO / covered).is_file(), covered
+        assert not test or f"\ndef {test}(" in (REPO / covered).read_text(), (
+            f"{patch.name}: no test {test} in {covered}"
+        )
         for line in text.splitlines():
             if line.startswith(("--- ", "+++ ")):
                 assert "\t" not in line, f"{patch.name}: timestamp in {line!r}"

@@ -157,7 +157,8 @@ def _hunk_ranges(name: str, lines: list[str], files: list[str]) -> dict[str, lis
 
 
 def lint_headers(patch: Patch) -> None:
-    """DEP-3 fields present, an ISO ``Last-Update``, a ``Covered-by`` test that exists, an ``NNNN-area-slug`` name."""
+    """DEP-3 fields present, an ISO ``Last-Update``, a ``Covered-by`` test that exists (the file, and the test function
+    when ``file::test`` names one), an ``NNNN-area-slug`` name."""
     missing = [k for k in DEP3_REQUIRED if not patch.headers.get(k)]
     if "Description" in missing and patch.headers.get("Subject"):
         missing.remove("Description")
@@ -167,9 +168,11 @@ def lint_headers(patch: Patch) -> None:
         raise BuildError(f"patch {patch.name}: DEP-3 header lacks {', '.join(missing)}")
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", patch.headers["Last-Update"]):
         raise BuildError(f"patch {patch.name}: Last-Update must be an ISO date (YYYY-MM-DD)")
-    covered = patch.headers["Covered-by"].split("::")[0].strip()
+    covered, _, test = (part.strip() for part in patch.headers["Covered-by"].partition("::"))
     if not covered.startswith("tests/") or not (REPO / covered).is_file():
         raise BuildError(f"patch {patch.name}: Covered-by names {covered!r}, which is not a file under tests/")
+    if test and not re.search(rf"^(async )?def {re.escape(test)}\(", (REPO / covered).read_text(), re.M):
+        raise BuildError(f"patch {patch.name}: Covered-by names {test!r}, which is not a test in {covered}")
     if not PATCH_NAME_RE.match(patch.name):
         raise BuildError(f"patch {patch.name}: name must be NNNN-<area>-<slug>.patch")
 
