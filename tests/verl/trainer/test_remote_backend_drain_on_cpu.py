@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The two V1 paths that read TransferQueue's prompt tags, against a real TransferQueue (controller + one SimpleStorage
 unit as Ray actors on a local CPU Ray, shared by the module): the async remote-backend trainer's shutdown drain,
-``PPOTrainerRemoteBackend._drain_rollouts``, and the replay buffers' validation batch with failed prompt groups
-(patch 0017: quoted, not dropped without a word or ended in TransferQueue's "empty list as keys").
+``PPOTrainerRemoteBackend._drain_rollouts``, and the replay buffers' batches with failed prompt groups (patch 0017:
+quoted, not left out without a word or, for validation, ended in TransferQueue's "empty list as keys").
 
 ``fit`` calls the drain after the last step and before it destroys the backend; it reads nothing but TransferQueue's
 ``train`` partition and ``self._async`` (an :class:`AsyncRolloutOptions`). Building a whole trainer needs a dataset,
@@ -138,7 +138,7 @@ def test_drain_gives_up_after_its_timeout_and_returns_what_is_still_generating(t
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Validation with failed prompt groups (patch 0017 + diagnostics.check_validation_groups), sync and async buffers
+# Batches with failed prompt groups (patch 0017 + diagnostics.check_failed_groups), sync and async buffers
 # ---------------------------------------------------------------------------------------------------------------
 
 TOP_P = "ArcticRLError: /generate failed (422): top_p: Input should be less than or equal to 1"
@@ -151,6 +151,11 @@ def val_partition(tq):
     keys = list((tq.kv_list("val") or {}).get("val", {}))
     if keys:
         tq.kv_clear(keys=keys, partition_id="val")
+
+
+@pytest.fixture
+def both_partitions(val_partition, train_partition):
+    return val_partition
 
 
 @pytest.fixture
@@ -175,9 +180,9 @@ def _replay_buffer(kind: str):
     return cls(kind, OmegaConf.create({}), None, "drop", OmegaConf.create({}), poll_interval=0.01)
 
 
-def _put_val_groups(tq, groups: dict[str, list[str]]) -> None:
-    """Prompt groups of the ``val`` partition as the agent loop leaves them: a finished group with its trajectory
-    keys, a failed one (empty list) with its error in the tag and no trajectory."""
+def _put_groups(tq, groups: dict[str, list[str]], partition_id: str = "val") -> None:
+    """Prompt groups as the agent loop leaves them: a finished group with its trajectory keys, a failed one (empty
+    list) with its error in the tag and no trajectory."""
     keys, tags = [], []
     for uid, trajectories in groups.items():
         tag = {"is_prompt": True, "global_steps": 0, "status": "finished" if trajectories else "failure"}
@@ -185,14 +190,14 @@ def _put_val_groups(tq, groups: dict[str, list[str]]) -> None:
             tag["error"] = TOP_P
         keys += [uid, *trajectories]
         tags += [tag, *[{"status": "finished", "global_steps": 0}] * len(trajectories)]
-    tq.kv_batch_put(keys=keys, partition_id="val", tags=tags)
+    tq.kv_batch_put(keys=keys, partition_id=partition_id, tags=tags)
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_validation_keeps_the_finished_groups_and_says_how_many_failed_and_why(
     kind, val_partition, warnings_of_the_replay_buffer
 ):
-    _put_val_groups(val_partition, {"v0": ["v0_0", "v0_1"], "v1": [], "v2": ["v2_0"]})
+    _put_groups(val_partition, {"v0": ["v0_0", "v0_1"], "v1": [], "v2": ["v2_0"]})
     batch, _ = _replay_buffer(kind).sample(global_steps=0, partition_id="val", batch_size=3)
     assert sorted(batch.keys) == ["v0_0", "v0_1", "v2_0"]
     assert warnings_of_the_replay_buffer == [
@@ -205,7 +210,7 @@ def test_validation_keeps_the_finished_groups_and_says_how_many_failed_and_why(
 def test_validation_whose_every_group_failed_ends_with_the_first_agent_loop_error(
     kind, val_partition, warnings_of_the_replay_buffer
 ):
-    _put_val_groups(val_partition, {"w0": [], "w1": []})
+    _put_groups(val_partition, {"w0": [], "w1": []})
     with pytest.raises(RuntimeError) as exc:
         _replay_buffer(kind).sample(global_steps=0, partition_id="val", batch_size=2)
     message = str(exc.value)
@@ -216,7 +221,28 @@ def test_validation_whose_every_group_failed_ends_with_the_first_agent_loop_erro
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_validation_without_failures_says_nothing(kind, val_partition, warnings_of_the_replay_buffer):
-    _put_val_groups(val_partition, {"x0": ["x0_0"], "x1": ["x1_0", "x1_1"]})
+    _put_groups(val_partition, {"x0": ["x0_0"], "x1": ["x1_0", "x1_1"]})
     batch, _ = _replay_buffer(kind).sample(global_steps=0, partition_id="val", batch_size=2)
     assert sorted(batch.keys) == ["x0_0", "x1_0", "x1_1"]
     assert warnings_of_the_replay_buffer == []
+
+
+def test_a_sync_training_step_keeps_the_finished_groups_and_says_how_many_failed_and_why(
+    both_partitions, warnings_of_the_replay_buffer
+):
+    """verl's sync buffer (sync_refill_failed_groups off, its default) trains on the groups that finished; it now
+    says what it left out, and a step whose every group failed keeps its RuntimeError (quoting the first error)."""
+    _put_groups(both_partitions, {"t0": ["t0_0"], "t1": [], "t2": ["t2_0", "t2_1"], "t3": []}, "train")
+    batch, _ = _replay_buffer("sync").sample(global_steps=1, partition_id="train", batch_size=4)
+    assert sorted(batch.keys) == ["t0_0", "t2_0", "t2_1"]
+    (warning,) = warnings_of_the_replay_buffer
+    assert warning.startswith(
+        f"Training: 2 of 4 prompt groups failed in the agent loop; first agent-loop error: {TOP_P}"
+    )
+    assert warning.endswith(
+        "; the batch keeps the other 2 (trainer.v1.sampler.sync_refill_failed_groups=true replaces failed groups)."
+    )
+
+    _put_groups(both_partitions, {"f0": []}, "train")
+    with pytest.raises(RuntimeError, match=r"no materializable trajectories\. First agent-loop error: ArcticRLError"):
+        _replay_buffer("sync").sample(global_steps=2, partition_id="train", batch_size=1)

@@ -17,7 +17,8 @@
   and the worker placement groups hold with what Ray has, instead of hanging with no message.
 * :func:`describe_agent_loop_error` / :func:`first_agent_loop_error`: the agent loop records the first exception
   of a failed prompt group in its TransferQueue tag, and the replay buffer quotes it in its final error.
-* :func:`check_validation_groups`: the same for validation, whose failed groups verl drops without a word.
+* :func:`check_failed_groups`: the same for a batch that leaves failed groups out (validation's, or a sync
+  training step's), which verl did without a word.
 """
 
 from __future__ import annotations
@@ -104,34 +105,48 @@ def first_agent_loop_error(partition_tags: dict[str, dict[str, Any]]) -> Optiona
     return None
 
 
-def check_validation_groups(
-    selected_prompt_uids: list[str], trajectories: dict[str, dict[str, Any]], partition_tags: dict[str, dict[str, Any]]
+def check_failed_groups(
+    partition_id: str, selected_prompt_uids: list[str], trajectories: dict[str, dict[str, Any]]
 ) -> Optional[str]:
-    """Validation's view of its failed prompt groups (partition ``val``, before the batch is materialized).
+    """What a batch about to be materialized lost to the agent loop (called by the replay buffer, patch 0017).
 
-    verl's replay buffer leaves a group whose agent loop failed out of the validation batch without a word, and
-    when every group failed, the empty batch ended the run with TransferQueue's "Received an empty list as keys".
+    verl's replay buffer materializes the trajectories of the selected prompt groups; a group whose agent loop
+    failed has none and is left out without a word: a validation batch's metrics then cover fewer prompts, a sync
+    training step (``trainer.v1.sampler.sync_refill_failed_groups`` off, the default) trains on fewer groups, and a
+    validation batch whose every group failed ended the run with TransferQueue's "Received an empty list as keys".
+    (A training batch whose every group failed is the sync buffer's own RuntimeError; the async buffer evicts and
+    refills failed groups, so none reaches this point.)
 
     Args:
-        selected_prompt_uids: the prompt groups the replay buffer selected for this validation batch.
+        partition_id: ``train`` or ``val``.
+        selected_prompt_uids: the prompt groups selected for the batch.
         trajectories: the partition's trajectory keys (``<uid>_<index>``) with their tags.
-        partition_tags: the partition's tags (prompt tags carry the agent loop's ``error``).
 
     Returns:
-        ``None`` when no selected group failed, else a warning line (how many failed, the first error) for a batch
-        whose metrics leave the failed groups out.
+        ``None`` when every selected group has trajectories, else a warning line: how many failed, the first
+        agent-loop error (from the prompt tags in TransferQueue), what the batch keeps.
 
     Raises:
-        RuntimeError: every selected group failed (there is nothing to validate on); it quotes the first error.
+        RuntimeError: every group of a validation batch failed (nothing to validate on); it quotes the first error.
     """
     materialized = {key.split("_")[0] for key in trajectories}
     failed = [uid for uid in selected_prompt_uids if uid not in materialized]
     if not failed:
         return None
-    message = f"Validation: {len(failed)} of {len(selected_prompt_uids)} prompt groups failed in the agent loop"
-    first_error = first_agent_loop_error({uid: partition_tags[uid] for uid in failed if uid in partition_tags})
+    import transfer_queue as tq
+
+    tags = (tq.kv_list(partition_id) or {}).get(partition_id, {})
+    what = "Validation" if partition_id == "val" else "Training"
+    message = f"{what}: {len(failed)} of {len(selected_prompt_uids)} prompt groups failed in the agent loop"
+    first_error = first_agent_loop_error({uid: tags[uid] for uid in failed if uid in tags})
     if first_error:
         message += f"; first agent-loop error: {first_error}"
-    if len(failed) == len(selected_prompt_uids):
-        raise RuntimeError(f"{message}; no validation metric can be computed.")
-    return f"{message}; the validation metrics of this batch leave them out."
+    kept = len(selected_prompt_uids) - len(failed)
+    if partition_id == "val":
+        if not kept:
+            raise RuntimeError(f"{message}; no validation metric can be computed.")
+        return f"{message}; the validation metrics of this batch leave them out."
+    return (
+        f"{message}; the batch keeps the other {kept} (trainer.v1.sampler.sync_refill_failed_groups=true replaces "
+        "failed groups)."
+    )
