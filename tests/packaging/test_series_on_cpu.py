@@ -23,14 +23,12 @@ def test_series_and_disk_agree(folder, arctic_build):
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
 def test_dep3_headers_and_diff_hygiene(folder, arctic_build):
-    for patch in arctic_build.load_series(folder):  # lint_headers: DEP-3 fields, ISO date, Covered-by exists
+    # load_series runs lint_headers: DEP-3 fields, ISO date, the Covered-by file (and test function) exists
+    for patch in arctic_build.load_series(folder):
         text = patch.path.read_text()
         assert re.search(r"^Last-Update: \d{4}-\d{2}-\d{2}$", text, re.M)
-        covered, _, test = patch.headers["Covered-by"].partition("::")  # a test file, or file::test
-        assert (REPO / covered).is_file(), covered
-        assert not test or f"\ndef {test}(" in (REPO / covered).read_text(), (
-            f"{patch.name}: no test {test} in {covered}"
-        )
+        covered = patch.headers["Covered-by"]  # a test file, or file::test
+        assert (REPO / covered.split("::")[0]).is_file(), covered
         for line in text.splitlines():
             if line.startswith(("--- ", "+++ ")):
                 assert "\t" not in line, f"{patch.name}: timestamp in {line!r}"

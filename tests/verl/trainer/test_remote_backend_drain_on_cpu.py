@@ -18,6 +18,7 @@ without ``is_prompt``. The "agent loop" here is a thread that flips the tags onc
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import types
@@ -37,13 +38,18 @@ def tq(ray_cpu):
     tq.close()
 
 
+def _emptied_after(tq, partition_id: str):
+    """Yields ``tq``, then clears every key of ``partition_id`` (the body of the per-test partition fixtures)."""
+    yield tq
+    keys = list((tq.kv_list(partition_id) or {}).get(partition_id, {}))
+    if keys:
+        tq.kv_clear(keys=keys, partition_id=partition_id)
+
+
 @pytest.fixture
 def train_partition(tq):
     """The ``train`` partition, emptied after each test."""
-    yield tq
-    keys = list((tq.kv_list("train") or {}).get("train", {}))
-    if keys:
-        tq.kv_clear(keys=keys, partition_id="train")
+    yield from _emptied_after(tq, "train")
 
 
 class _Lines(logging.Handler):
@@ -61,13 +67,22 @@ class _Lines(logging.Handler):
             self.waiting.set()
 
 
+@contextlib.contextmanager
+def _collecting(logger_name: str, level: int = logging.INFO):
+    """A :class:`_Lines` handler on ``logger_name`` for the duration of the block."""
+    logger, h = logging.getLogger(logger_name), _Lines()
+    h.setLevel(level)
+    logger.addHandler(h)
+    try:
+        yield h
+    finally:
+        logger.removeHandler(h)
+
+
 @pytest.fixture
 def lines():
-    logger = logging.getLogger(LOGGER)
-    h = _Lines()
-    logger.addHandler(h)
-    yield h
-    logger.removeHandler(h)
+    with _collecting(LOGGER) as h:
+        yield h
 
 
 def _drain(timeout_s: float) -> int:
@@ -147,25 +162,13 @@ TOP_P = "ArcticRLError: /generate failed (422): top_p: Input should be less than
 @pytest.fixture
 def val_partition(tq):
     """The ``val`` partition, emptied after each test."""
-    yield tq
-    keys = list((tq.kv_list("val") or {}).get("val", {}))
-    if keys:
-        tq.kv_clear(keys=keys, partition_id="val")
-
-
-@pytest.fixture
-def both_partitions(val_partition, train_partition):
-    return val_partition
+    yield from _emptied_after(tq, "val")
 
 
 @pytest.fixture
 def warnings_of_the_replay_buffer():
-    logger = logging.getLogger("verl.trainer.ppo.v1.replay_buffer")
-    h = _Lines()
-    h.setLevel(logging.WARNING)
-    logger.addHandler(h)
-    yield h.messages
-    logger.removeHandler(h)
+    with _collecting("verl.trainer.ppo.v1.replay_buffer", logging.WARNING) as h:
+        yield h.messages
 
 
 def _replay_buffer(kind: str):
@@ -228,11 +231,11 @@ def test_validation_without_failures_says_nothing(kind, val_partition, warnings_
 
 
 def test_a_sync_training_step_keeps_the_finished_groups_and_says_how_many_failed_and_why(
-    both_partitions, warnings_of_the_replay_buffer
+    train_partition, warnings_of_the_replay_buffer
 ):
     """verl's sync buffer (sync_refill_failed_groups off, its default) trains on the groups that finished; it now
     says what it left out, and a step whose every group failed keeps its RuntimeError (quoting the first error)."""
-    _put_groups(both_partitions, {"t0": ["t0_0"], "t1": [], "t2": ["t2_0", "t2_1"], "t3": []}, "train")
+    _put_groups(train_partition, {"t0": ["t0_0"], "t1": [], "t2": ["t2_0", "t2_1"], "t3": []}, "train")
     batch, _ = _replay_buffer("sync").sample(global_steps=1, partition_id="train", batch_size=4)
     assert sorted(batch.keys) == ["t0_0", "t2_0", "t2_1"]
     (warning,) = warnings_of_the_replay_buffer
@@ -243,6 +246,6 @@ def test_a_sync_training_step_keeps_the_finished_groups_and_says_how_many_failed
         "; the batch keeps the other 2 (trainer.v1.sampler.sync_refill_failed_groups=true replaces failed groups)."
     )
 
-    _put_groups(both_partitions, {"f0": []}, "train")
+    _put_groups(train_partition, {"f0": []}, "train")
     with pytest.raises(RuntimeError, match=r"no materializable trajectories\. First agent-loop error: ArcticRLError"):
         _replay_buffer("sync").sample(global_steps=2, partition_id="train", batch_size=1)
