@@ -103,6 +103,13 @@ class BackendProfile(BaseModel):
     """When the training engine packs each micro-batch into one ``[1, T]`` row: the attention implementations that
     keep its sequences apart (by ``position_ids``); with any other, a sequence attends to the ones packed before it.
     None: rows stay apart (padded ``[b, L]`` batches)."""
+    zorro_train: bool = False
+    """Arctic-Platform's ZoRRo training path (``ds_worker_config.zorro_train_enable``: each prompt computed once for
+    its n rollouts; log-probs returned response-aligned)."""
+    logits_optimizations: tuple[str, ...] = ("none", "compute")
+    """``meta.logits_optimization`` modes (the same numbers; they trade memory for compute)."""
+    zorro_only_logits: tuple[str, ...] = ()
+    """Of :attr:`logits_optimizations`, the modes that exist only on the ZoRRo path."""
     extensions: tuple[str, ...] = Field(default_factory=tuple)
     """The embedded server's capability flags (:data:`arctic_platform.protocol.CAPABILITIES`)."""
 
@@ -144,6 +151,10 @@ ARCTIC_PLATFORM_MAIN = BackendProfile(
     # ds_training_config: bf16 enabled and torch_autocast bfloat16 by default (fp32 master weights in DeepSpeed's
     # bf16 optimizer, fp32 gradient accumulation); extensions.dtype is not read
     compute_dtypes=("bfloat16",),
+    # rl/processors: ZoRRo training from ds_worker_config; logits "memory" (recompute in backward) on that path only
+    zorro_train=True,
+    logits_optimizations=("none", "compute", "memory"),
+    zorro_only_logits=("memory",),
 )
 
 
@@ -158,6 +169,9 @@ CORTEX = ARCTIC_PLATFORM_MAIN.model_copy(
         lr_schedule=True,  # verl's schedule runs in the client; every /step carries its learning_rate
         hf_export=False,  # /save writes a resumable checkpoint in the service's store, no Hugging Face export
         sleep_wake=False,  # sub-jobs are always awake: sleep / wake are no-ops, nothing is colocated
+        zorro_train=False,  # the grpo contract's create body has no ds_worker_config ZoRRo keys
+        logits_optimizations=("none", "compute"),
+        zorro_only_logits=(),
     )
 )
 """Snowflake Cortex over SnowAPI (:mod:`arctic_platform.client.cortex`): no ``/health`` to read, so fixed."""

@@ -25,8 +25,9 @@ FAST_ATTENTION = ("flash_attention_3", "flash_attention_2", "sdpa")
 
 
 def attn_implementations() -> tuple[str, ...]:
-    """The transformers attention implementations a training engine here can load (``eager`` and ``sdpa`` always;
-    ``flash_attention_3`` when installed and every visible GPU is a Hopper one, the only architecture it runs on)."""
+    """The transformers attention implementations a training engine here can train with (``eager`` and ``sdpa``
+    always; ``flash_attention_3`` when installed and every visible GPU is a Hopper one, the only architecture it runs
+    on; ``flex_attention`` with a GPU)."""
     from transformers.utils import import_utils
 
     out = ["eager", "sdpa"]
@@ -34,9 +35,16 @@ def attn_implementations() -> tuple[str, ...]:
         out.append("flash_attention_2")
     if getattr(import_utils, "is_flash_attn_3_available", lambda: False)() and _all_hopper():
         out.append("flash_attention_3")
-    if getattr(import_utils, "is_torch_flex_attn_available", lambda: False)():
+    # flex attention has no backward on CPU ("FlexAttention does not support backward on CPU"): it trains on GPUs only
+    if getattr(import_utils, "is_torch_flex_attn_available", lambda: False)() and _cuda():
         out.append("flex_attention")
     return tuple(out)
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _all_hopper() -> bool:

@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from verl.remote_backend import RemoteBackend
 
 from .options import ArcticOptions, arctic_options, read_options
+from .platform_keys import translate
 from .refusal import ArcticConfigError, Refusal, shown
 from .settings import check_settings, placement_note
 from .settings import settings_notes as _settings_notes
@@ -81,16 +82,18 @@ def validate_arctic_config(main_config: DictConfig, opts: Optional[ArcticOptions
         ArcticConfigError: every invalid option and every refusal of the backend block (:func:`check_config` runs
             these with the verl settings, all at once).
     """
+    translation = translate(main_config)  # Arctic-Platform's plugin keys (a no-op once main_ppo's check ran it)
+    refusals = list(translation.refusals)
     if opts is None:
-        opts, refusals = read_options(main_config)
-    else:
-        refusals = []
+        opts, more = read_options(main_config)
+        refusals += more
     from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN
 
     from .settings.checks import backend_options
     from .settings.model import SettingsContext
 
     refusals += backend_options(SettingsContext(main_config, opts, ARCTIC_PLATFORM_MAIN))
+    refusals = [translation.retarget(r) for r in refusals]
     if refusals:
         raise ArcticConfigError(_header(refusals, "the arctic backend's options", None), refusals)
     return opts
@@ -187,11 +190,16 @@ def check_config(
     Raises:
         ArcticConfigError: every refusal, one line each, naming the profile and where it came from.
     """
+    translation = translate(main_config)
+    for line in translation.lines:  # once, before Ray starts: what a script written for Arctic-Platform's plugin means
+        logger.warning(f"arctic backend: {line}")
     opts, refusals = read_options(main_config)
+    refusals = [*translation.refusals, *refusals]
     src = BackendSource(profile, "given") if profile is not None else static_profile(opts)
     if not src.reachable:
         refusals.insert(0, _unreachable(opts, src))
     refusals += [r for r in settings_refusals(main_config, opts, src.profile) if r not in refusals]
+    refusals = list(dict.fromkeys(translation.retarget(r) for r in refusals))
     refuse(refusals, src.profile, src.source)
     return opts, src
 
@@ -217,16 +225,34 @@ def batch_sizing(main_config: DictConfig, opts: ArcticOptions) -> dict[str, Any]
     }
 
 
-def ds_worker_config(main_config: DictConfig) -> dict[str, Any]:
+def ds_worker_config(main_config: DictConfig, opts: ArcticOptions) -> dict[str, Any]:
     """``ds_worker_config``: attention implementation (``model.override_config``; None = the server's default, which
-    the client fills in from the backend profile), gradient checkpointing and Liger, as the reference adapter sends."""
+    the client fills in from the backend profile), gradient checkpointing and Liger, as the reference adapter sends;
+    with ZoRRo training (``train.zorro_train.enable``) also the keys its ZoRRo path reads from here: the response
+    length, the per-GPU token budget (``actor.ppo_max_token_len_per_gpu``), ``rollout.n``, the rollout temperature,
+    ``use_unpad`` and the logits settings (the reference adapter's set and order)."""
     model = main_config.actor_rollout_ref.model
     override = model.override_config or {}
-    return {
+    out: dict[str, Any] = {
         "use_liger": bool(model.use_liger),
         "enable_gradient_checkpointing": bool(model.enable_gradient_checkpointing),
         "attn_implementation": override.get("attn_implementation"),
     }
+    if opts.train.zorro_train.enable:
+        rollout, logits = rollout_config(main_config), opts.train.logits
+        out.update(
+            zorro_train_enable=True,
+            response_len=int(main_config.data.max_response_length),
+            max_token_len=int(actor_config(main_config).ppo_max_token_len_per_gpu),
+            rollout_n=int(rollout.n),
+            temperature=float(rollout.temperature),
+            use_unpad=True,  # the reference adapter always packs its ZoRRo path
+            logits_optimization=str(logits.optimization),
+            logits_optimization_peak_mem_size_in_gib=logits.optimization_peak_mem_size_in_gib,
+            logits_compute_from_fp32_inputs=bool(logits.compute_from_fp32_inputs),
+            logits_compute_in_fp32=bool(logits.compute_in_fp32),
+        )
+    return out
 
 
 def _engine_args(engine: str) -> list[str]:
@@ -334,7 +360,7 @@ def build_client_config(main_config: DictConfig, opts: ArcticOptions):
             "checkpoint_path": os.path.abspath(main_config.trainer.default_local_dir),
             **batch_sizing(main_config, opts),
             "deepspeed": opts.train.deepspeed.model_dump(),
-            "ds_worker_config": ds_worker_config(main_config),
+            "ds_worker_config": ds_worker_config(main_config, opts),
             "full_determinism": opts.train.determinism.full,
             "cuda_ipc": opts.weight_sync.cuda_ipc,
             "low_memory": opts.weight_sync.low_memory,
@@ -394,7 +420,8 @@ class ArcticRemoteBackend(RemoteBackend):
         try:
             # what the backend honours is known once it answers /health (cortex: fixed): refuse before any job
             client.connect()
-            refusals = list(settings_refusals(main_config, opts, client.backend_profile))
+            retarget = translate(main_config).retarget  # name the key the script wrote (Arctic-Platform's spelling)
+            refusals = [retarget(r) for r in settings_refusals(main_config, opts, client.backend_profile)]
             if cortex:
                 # what the create body has no field for (client config terms; the client refuses it too)
                 from arctic_platform.client.cortex_body import cortex_refusals

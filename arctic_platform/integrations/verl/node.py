@@ -204,27 +204,27 @@ def job_sizes_refusal(cfg: DictConfig, opts: Any, view: SamplerView) -> Optional
     )
 
 
-def arctic_inference_refusal(cfg: DictConfig, opts: Any, view: SamplerView) -> Optional[Refusal]:
+def arctic_inference_refusal(cfg: DictConfig, opts: Any, view: SamplerView) -> list[Refusal]:
     """Forest cascade attention (``rollout.zorro_inference``) and speculative decoding need ArcticInference's vLLM
-    plugin, which the embedded server does not run (an Arctic-Platform server does)."""
+    plugin, which the embedded server does not run (an Arctic-Platform server does): one line for each set."""
     if view.engine is None:
-        return None
-    zorro = bool(opts.rollout.zorro_inference.enable)
-    spec = opts.rollout.speculative_decoding.model or ""
-    if not zorro and not spec:
-        return None
-    key, off = (
-        ("remote_backend.arctic.rollout.zorro_inference.enable", False)
-        if zorro
-        else ("remote_backend.arctic.rollout.speculative_decoding.model", "")
-    )
-    return Refusal(
-        shown(key, True if zorro else spec),
-        f"{view.backend}'s sampler",
-        "has no ArcticInference plugin (forest cascade attention, speculative decoding)",
-        "set it off, or use an Arctic-Platform server (remote_backend.arctic.backend.type=onprem)",
-        [f"{key}={str(off).lower() if off is False else off!r}"],
-    )
+        return []
+    out = []
+    for key, value, off in (
+        ("remote_backend.arctic.rollout.zorro_inference.enable", bool(opts.rollout.zorro_inference.enable), "false"),
+        ("remote_backend.arctic.rollout.speculative_decoding.model", opts.rollout.speculative_decoding.model, "''"),
+    ):
+        if value:
+            out.append(
+                Refusal(
+                    shown(key, value),
+                    f"{view.backend}'s sampler",
+                    "has no ArcticInference plugin (forest cascade attention, speculative decoding)",
+                    "set it off, or use an Arctic-Platform server (remote_backend.arctic.backend.type=onprem)",
+                    [f"{key}={off}"],
+                )
+            )
+    return out
 
 
 CHECKS = {
@@ -241,4 +241,8 @@ CHECKS = {
 def node_refusals(cfg: DictConfig, opts: Any, view: SamplerView) -> list[Refusal]:
     """Every rollout-parallelism and job-size setting ``view``'s backend cannot honour, one line each (module
     docstring); empty when all are honoured."""
-    return [r for check in CHECKS.values() if (r := check(cfg, opts, view))]
+    out: list[Refusal] = []
+    for check in CHECKS.values():
+        r = check(cfg, opts, view)
+        out += r if isinstance(r, list) else [r] if r else []
+    return out

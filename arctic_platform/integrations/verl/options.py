@@ -43,6 +43,7 @@ from .refusal import ArcticConfigError, Refusal, shown
 __all__ = [
     "DEFAULTS_YAML",
     "ArcticOptions",
+    "GroupKeys",
     "RemoteBackendOptions",
     "arctic_options",
     "compose_config",
@@ -116,12 +117,21 @@ class Logits(_Options):
     optimization: Literal["none", "compute", "memory"] = "none"
     optimization_peak_mem_size_in_gib: float = Field(4, gt=0)
     compute_in_fp32: bool = False
+    compute_from_fp32_inputs: bool = False
+
+
+class ZorroTrain(_Options):
+    """``train.zorro_train``: Arctic-Platform's ZoRRo training (each prompt computed once for its n rollouts)."""
+
+    enable: bool = False
+    max_rollouts: Optional[int] = Field(None, ge=1)
 
 
 class TrainOptions(_Options):
     deepspeed: DeepSpeedBlock = Field(default_factory=DeepSpeedBlock)
     determinism: Determinism = Field(default_factory=Determinism)
     load_balancer: bool = True
+    zorro_train: ZorroTrain = Field(default_factory=ZorroTrain)
     logits: Logits = Field(default_factory=Logits)
     lr_per_optimizer_step: bool = False
 
@@ -186,13 +196,98 @@ class ArcticOptions(_Options):
     rollout: RolloutFlags = Field(default_factory=RolloutFlags)
 
 
-class RemoteBackendOptions(_Options):
-    """The whole ``remote_backend`` group of ``arctic.yaml`` (``remote_backend=arctic`` puts it at
-    ``remote_backend.*``)."""
+# ------------------------------------------------------------------ Arctic-Platform's plugin keys (null = not set)
+
+
+class _Theirs(_Options):
+    """A block of Arctic-Platform's plugin keys: every value optional (null = the script did not set it); what each
+    means here is :mod:`.platform_keys`'s table."""
+
+
+class TheirWeightSync(_Theirs):
+    cuda_ipc: Optional[bool] = None
+    low_memory: Optional[bool] = None
+
+
+class TheirZorroTrain(_Theirs):
+    enable: Optional[bool] = None
+    max_rollouts: Optional[int] = Field(None, ge=1)
+
+
+class TheirLogits(_Theirs):
+    optimization: Optional[Literal["none", "compute", "memory"]] = None
+    optimization_peak_mem_size_in_gib: Optional[float] = Field(None, gt=0)
+    compute_in_fp32: Optional[bool] = None
+    compute_from_fp32_inputs: Optional[bool] = None
+
+
+class TheirDeterminism(_Theirs):
+    full: Optional[bool] = None
+    seed: Optional[int] = None
+
+
+class TheirOffload(_PassThrough):
+    device: Optional[Literal["none", "cpu", "nvme"]] = None
+
+
+class TheirZero(_PassThrough):
+    stage: Optional[int] = Field(None, ge=0, le=3, strict=True)
+    offload_optimizer: TheirOffload = Field(default_factory=TheirOffload)
+    offload_param: TheirOffload = Field(default_factory=TheirOffload)
+
+
+class TheirDeepSpeed(_PassThrough):
+    zero_optimization: TheirZero = Field(default_factory=TheirZero)
+    log_level: Optional[str] = None
+
+
+class TheirTrain(_Theirs):
+    load_balancer: Optional[bool] = None
+    zorro_train: TheirZorroTrain = Field(default_factory=TheirZorroTrain)
+    logits: TheirLogits = Field(default_factory=TheirLogits)
+    determinism: TheirDeterminism = Field(default_factory=TheirDeterminism)
+    deepspeed: TheirDeepSpeed = Field(default_factory=TheirDeepSpeed)
+
+
+class TheirZorroInference(_Theirs):
+    enable: Optional[bool] = None
+
+
+class TheirSpeculativeDecoding(_Theirs):
+    model: Optional[str] = None
+
+
+class TheirRollout(_Theirs):
+    zorro_inference: TheirZorroInference = Field(default_factory=TheirZorroInference)
+    speculative_decoding: TheirSpeculativeDecoding = Field(default_factory=TheirSpeculativeDecoding)
+
+
+class TheirComms(_Theirs):
+    protocol: Optional[Literal["ray", "http"]] = None
+    drop_position_ids: Optional[bool] = None
+
+
+class GroupKeys(_Options):
+    """The ``remote_backend`` group's own keys and Arctic-Platform's plugin keys, everything but ``arctic``."""
 
     name: str = "arctic"
     custom_backend_module: Optional[str] = None
     async_rollout: AsyncRollout = Field(default_factory=AsyncRollout)
+    colocate: Optional[bool] = None
+    training_gpus: Optional[int] = Field(None, ge=0)
+    sampling_gpus: Optional[int] = Field(None, ge=0)
+    log_prob_gpus: Optional[int] = Field(None, ge=0)
+    sampling_tp_size: Optional[int] = Field(None, ge=1)
+    weight_sync: TheirWeightSync = Field(default_factory=TheirWeightSync)
+    train: TheirTrain = Field(default_factory=TheirTrain)
+    rollout: TheirRollout = Field(default_factory=TheirRollout)
+    comms: TheirComms = Field(default_factory=TheirComms)
+
+
+class RemoteBackendOptions(GroupKeys):
+    """The whole ``remote_backend`` group of ``arctic.yaml`` (``remote_backend=arctic`` puts it at
+    ``remote_backend.*``)."""
+
     arctic: ArcticOptions = Field(default_factory=ArcticOptions)
 
 

@@ -540,7 +540,10 @@ def _divisor(n: int, at_most: int) -> int:
 
 
 def dynamic_bsz(ctx: SettingsContext) -> Optional[Refusal]:
-    if not ctx.actor.use_dynamic_bsz or ctx.profile.dynamic_bsz:
+    # an Arctic-Platform server's ZoRRo path packs micro-batches by the token budget (ds_worker_config.max_token_len =
+    # ppo_max_token_len_per_gpu), as verl's dynamic batch size does
+    zorro = ctx.profile.zorro_train and ctx.opts.train.zorro_train.enable
+    if not ctx.actor.use_dynamic_bsz or ctx.profile.dynamic_bsz or zorro:
         return None
     gpus = max(1, int(ctx.opts.training_gpus))
     rows = int(ctx.actor.ppo_mini_batch_size) * int(ctx.rollout.n)
@@ -645,13 +648,16 @@ def override_config(ctx: SettingsContext) -> list[Refusal]:
     attn = override.get("attn_implementation")
     allowed = ctx.profile.attn_implementations
     if attn and allowed is not None and attn not in allowed:
+        # the way out is the backend's own default (sdpa on CPU): one that trains on its devices
+        fix = ctx.profile.default_attn_implementation
+        fix = fix if fix in allowed else allowed[0]
         out.append(
             Refusal(
                 shown(f"{M}.override_config.attn_implementation", attn),
                 ctx.name,
-                f"can load {list(allowed)}",
-                "use one of them",
-                [set_(f"{M}.override_config.attn_implementation", allowed[-1])],
+                f"can train with {list(allowed)} on its devices",
+                f"use {fix} (its default) or another of them",
+                [set_(f"{M}.override_config.attn_implementation", fix)],
             )
         )
     return out
@@ -1084,6 +1090,54 @@ def zero_stage(ctx: SettingsContext) -> list[Refusal]:
             )
         )
     return out
+
+
+def zorro_train(ctx: SettingsContext) -> list[Refusal]:
+    """ZoRRo training (``train.zorro_train``): an Arctic-Platform server's path; ``logits.compute_from_fp32_inputs``
+    is read on that path only."""
+    o, out = ctx.opts.train, []
+    key = f"{RB}.train.zorro_train.enable"
+    if o.zorro_train.enable and not ctx.profile.zorro_train:
+        out.append(
+            Refusal(
+                shown(key, True),
+                ctx.cortex_name,
+                "has no ZoRRo training path (Arctic-Platform's prompt de-duplication; the loss is the same without it)",
+                "set it to false, or train on an Arctic-Platform server (remote_backend.arctic.backend.type=onprem)",
+                [set_(key, False)],
+            )
+        )
+    fp32 = f"{RB}.train.logits.compute_from_fp32_inputs"
+    if o.logits.compute_from_fp32_inputs and not (o.zorro_train.enable and ctx.profile.zorro_train):
+        out.append(
+            Refusal(
+                shown(fp32, True),
+                ctx.cortex_name,
+                "reads it on the ZoRRo training path only"
+                + ("" if ctx.profile.zorro_train else ", which it does not have"),
+                "set it to false" + (f", or {key}=true" if ctx.profile.zorro_train else ""),
+                [set_(fp32, False)],
+            )
+        )
+    return out
+
+
+def logits_optimization(ctx: SettingsContext) -> Optional[Refusal]:
+    """``train.logits.optimization``: the modes the backend computes (Arctic-Platform's ``memory`` on its ZoRRo path
+    only), checked here so that no call is the first to refuse it."""
+    key, v = f"{RB}.train.logits.optimization", ctx.opts.train.logits.optimization
+    modes = ctx.profile.logits_optimizations
+    zorro_only = v in ctx.profile.zorro_only_logits and not ctx.opts.train.zorro_train.enable
+    if v in modes and not zorro_only:
+        return None
+    why = (
+        f"computes {v} only on its ZoRRo training path (remote_backend.arctic.train.zorro_train.enable is false)"
+        if zorro_only
+        else f"computes log-probs with {list(m for m in modes if m not in ctx.profile.zorro_only_logits)} only"
+    )
+    return Refusal(
+        shown(key, v), ctx.cortex_name, why, "set it to none (the same numbers, full logits)", [set_(key, "none")]
+    )
 
 
 # ------------------------------------------------------------------------------------------------ profiling

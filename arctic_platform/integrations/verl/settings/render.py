@@ -141,6 +141,8 @@ EXAMPLES: dict[str, Example] = {
     "algorithm.use_kl_in_reward": _ex(True),
     "algorithm.rollout_correction.*": _ex({"rollout_is": "token"}),
     "remote_backend.arctic.train.deepspeed.*": _ex({"zero_optimization": {"stage": 0}}),
+    "remote_backend.arctic.train.zorro_train.*": _ex({"enable": True}),
+    "remote_backend.arctic.train.logits.*": _ex({"optimization": "memory"}),
     "trainer.default_hdfs_dir": _ex("hdfs://x"),
 }
 """For the table: a non-default value of each checked or noted setting (the table shows what each profile says)."""

@@ -460,6 +460,18 @@ SETTINGS: tuple[Setting, ...] = (
         C.rollout_correction,
     ),
     Setting("remote_backend.arctic.train.deepspeed.*", BACKEND, "ds_config (ZeRO stage)", C.zero_stage),
+    Setting(
+        "remote_backend.arctic.train.zorro_train.*",
+        BACKEND,
+        "ZoRRo training: an Arctic-Platform server's (ds_worker_config + meta); refused elsewhere",
+        C.zorro_train,
+    ),
+    Setting(
+        "remote_backend.arctic.train.logits.*",
+        BACKEND,
+        "meta.logits_* (and ds_worker_config with ZoRRo): the modes the backend computes",
+        C.logits_optimization,
+    ),
     Setting("trainer.default_hdfs_dir", REFUSED, "HDFS checkpoint copies", C.hdfs),
     Setting(
         "trainer.total_training_steps",

@@ -136,6 +136,13 @@ def _flat_positions(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor
     return torch.repeat_interleave(starts, lengths) + within
 
 
+def response_aligned_to_predict_next(flat: torch.Tensor) -> torch.Tensor:
+    """Arctic-Platform's ZoRRo path returns log-probs / entropy response-aligned (slot t holds token t's value); verl
+    reads them predict-next (slot t holds token t+1's): the flat values shifted left by one, the last slot 0, as
+    Arctic-Platform's V1 worker does (a sequence's last slot is never read)."""
+    return torch.cat([flat[1:], flat.new_zeros(1)]) if flat.numel() else flat
+
+
 def _full_sequence_from_dense(dense: torch.Tensor, prompt_len: torch.Tensor, seq_len: torch.Tensor, P: int):
     """Cut each row's real tokens (columns [P - lp, P - lp + seq_len)) out of a dense [b, P+R] tensor, flat."""
     row = torch.repeat_interleave(torch.arange(len(seq_len)), seq_len)
@@ -236,9 +243,10 @@ class ArcticV1ActorRolloutRefWorker(Worker):
     def _meta(self, temperature: float, calculate_entropy: bool, max_token_len: int) -> dict[str, Any]:
         """The ``meta`` keys Arctic-Platform's engine reads (the reference adapter's set, in its order)."""
         train = self.opts.train
+        zorro = train.zorro_train
         return {
-            "zorro_train_enable": False,
-            "zorro_train_max_rollouts": self.rollout_n,
+            "zorro_train_enable": bool(zorro.enable),
+            "zorro_train_max_rollouts": int(zorro.max_rollouts or self.rollout_n),
             "load_balancer": bool(train.load_balancer),
             "rollout_n": self.rollout_n,
             "max_prompt_len": self.max_prompt_len,
@@ -302,6 +310,9 @@ class ArcticV1ActorRolloutRefWorker(Worker):
                 entropy[flat_index] = _full_sequence_from_dense(
                     out["entropy"].float(), prompt_len, row_len, self.max_prompt_len
                 )
+        if self.opts.train.zorro_train.enable:  # response-aligned on the ZoRRo path
+            log_probs = response_aligned_to_predict_next(log_probs)
+            entropy = response_aligned_to_predict_next(entropy) if entropy is not None else None
         result = {"log_probs": torch.nested.nested_tensor_from_jagged(log_probs, offsets)}
         if want_entropy:
             result["entropy"] = torch.nested.nested_tensor_from_jagged(entropy, offsets)

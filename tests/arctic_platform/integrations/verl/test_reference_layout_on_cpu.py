@@ -99,18 +99,61 @@ def _compose(overrides):
     return compose_config(overrides)
 
 
+ZORRO = Path(__file__).parent / "zorro_frames"
+"""What the reference adapter sends with ZoRRo training on (recorded from its code: ``zorro_frames/README.md``)."""
+# (a script of theirs that sets one of their keys gets their defaults for the others, ZeRO 0 among them: the
+# recording's stage 3 is written in their spelling too)
+THEIR_ZORRO = {
+    "": ["remote_backend.train.zorro_train.enable=true", "remote_backend.train.deepspeed.zero_optimization.stage=3"],
+    "_memory": [
+        "remote_backend.train.deepspeed.zero_optimization.stage=3",
+        "remote_backend.train.zorro_train.enable=true",
+        "remote_backend.train.logits.optimization=memory",
+        "remote_backend.train.logits.compute_from_fp32_inputs=true",
+    ],
+}
+"""The recorded variants' knobs, spelled as Arctic-Platform's own scripts spell them (translated at start-up)."""
+ZORRO_CALLS = (("update_T1", 1.0, "update"), ("update_T0.7", 0.7, "update"), ("forward_T1", 1.0, "policy"),
+               ("forward_ref_T1", 1.0, "ref"))  # fmt: skip
+
+
 def test_job_bodies_match_the_reference_adapters(tiny_model, tmp_path):
+    onprem = ["remote_backend.arctic.backend.type=onprem", "remote_backend.arctic.backend.url=http://x"]
+    cfg = _compose(_overrides(_case(), tiny_model, tmp_path / "ckpt", onprem))
+    _same_bodies(cfg, json.loads((FIXTURES / "initialize_bodies.json").read_text()), tiny_model, tmp_path)
+
+
+@pytest.mark.parametrize("variant", sorted(THEIR_ZORRO))
+def test_zorro_job_bodies_match_the_reference_adapters(variant, tiny_model, tmp_path):
+    """ZoRRo training (their keys, as their scripts write them): the training and log_prob jobs' ds_worker_config
+    carries the ZoRRo keys with the reference adapter's values, in its order."""
+    from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN
+    from arctic_platform.integrations.verl.adapter import check_config
+
+    onprem = ["remote_backend.arctic.backend.type=onprem", "remote_backend.arctic.backend.url=http://x"]
+    cfg = _compose(_overrides(_case(), tiny_model, tmp_path / "ckpt", [*onprem, *THEIR_ZORRO[variant]]))
+    check_config(cfg, ARCTIC_PLATFORM_MAIN)  # main_ppo's start-up check: translates their keys, refuses nothing
+    want = json.loads((ZORRO / f"initialize_bodies{variant}.json").read_text())
+    assert want["training"]["ds_worker_config"]["zorro_train_enable"] is True  # the recording is ZoRRo's
+    _same_bodies(cfg, want, tiny_model, tmp_path)
+    for jt in ("training", "log_prob"):
+        assert list(_bodies(cfg)[jt]["ds_worker_config"]) == list(want[jt]["ds_worker_config"]), jt  # the order
+
+
+def _bodies(cfg) -> dict:
     from arctic_platform.backend_profile import ARCTIC_PLATFORM_MAIN
     from arctic_platform.client import AsyncArcticRLClient
     from arctic_platform.integrations.verl.adapter import build_client_config, validate_arctic_config
 
-    onprem = ["remote_backend.arctic.backend.type=onprem", "remote_backend.arctic.backend.url=http://x"]
-    cfg = _compose(_overrides(_case(), tiny_model, tmp_path / "ckpt", onprem))
     client = AsyncArcticRLClient(build_client_config(cfg, validate_arctic_config(cfg)))
     client.backend_profile = ARCTIC_PLATFORM_MAIN  # as /health of a reference server gives (nothing is sent here)
-    want = json.loads((FIXTURES / "initialize_bodies.json").read_text())
+    return {jt: client.job_body(jt) for jt in ("training", "log_prob", "sampling")}
+
+
+def _same_bodies(cfg, want: dict, tiny_model, tmp_path) -> None:
+    bodies = _bodies(cfg)
     for jt in ("training", "log_prob", "sampling"):
-        ours = client.job_body(jt)
+        ours = bodies[jt]
         ref = want[jt]
         assert set(ours) - set(ref) <= {"num_devices", "extensions"}, jt
         for key, value in ref.items():
@@ -247,6 +290,27 @@ def recorded_run(tiny_model_dir, tmp_path_factory, serve_server, proxy_cls):
                     "errors": [r.getMessage() for r in records if r.levelno >= logging.ERROR],
                 }
                 await ap_worker.backend.aclose()
+                # ZoRRo training on (their keys, translated by main_ppo's check against Arctic-Platform main's
+                # profile): the frames the forwarder sends; the embedded server has no ZoRRo path and answers 422,
+                # which is what the start-up check refuses on its profile, so only the request is compared here
+                from arctic_platform.integrations.verl.adapter import check_config
+
+                for variant, knobs in THEIR_ZORRO.items():
+                    zcfg = _compose(_overrides(case, tiny_model_dir, work / "ckpt", [*onprem, *knobs]))
+                    check_config(zcfg, ARCTIC_PLATFORM_MAIN)
+                    z_worker = _worker(zcfg, handle)
+                    for name, temp, kind in ZORRO_CALLS:
+                        n = len(proxy.calls)
+                        td = _v1_batch(case, temp, update=kind == "update")
+                        call = {"update": z_worker.update_actor, "policy": z_worker.compute_log_prob,
+                                "ref": z_worker.compute_ref_log_prob}[kind]  # fmt: skip
+                        with contextlib.suppress(Exception):
+                            await call(td)
+                        path = "/forward-backward" if kind == "update" else "/forward"
+                        [req] = [c for c in proxy.calls[n:] if c.path == path]
+                        assert req.status == 422 and "zorro" in str(req.reply).lower(), (req.status, req.reply)
+                        sent[f"zorro:{name}{variant}"] = {"frame": wire.decode(req.body)}
+                    await z_worker.backend.aclose()
 
             asyncio.run(run())
             inits = {c.json()["job_type"]: c.json() for c in proxy.calls_to("/initialize")}
@@ -258,6 +322,26 @@ def recorded_run(tiny_model_dir, tmp_path_factory, serve_server, proxy_cls):
 @pytest.mark.parametrize("name", ["update_T1", "update_T0.7", "forward_T1", "forward_T0.7", "forward_ref_T1"])
 def test_plugin_frames_match_the_reference_adapters(recorded_run, name):
     _same_frame(recorded_run["sent"][name]["frame"], _frame(name), forward=name.startswith("forward"))
+
+
+@pytest.mark.parametrize("name", [f"{c[0]}{v}" for v in sorted(THEIR_ZORRO) for c in ZORRO_CALLS])
+def test_zorro_frames_match_the_reference_adapters(recorded_run, name):
+    """ZoRRo training on: the same batch tensors and meta as the reference adapter's ZoRRo frames."""
+    from arctic_platform import wire
+
+    ref = wire.decode((ZORRO / f"{name}.dssst1").read_bytes())
+    assert ref["meta"]["zorro_train_enable"] is True
+    _same_frame(recorded_run["sent"][f"zorro:{name}"]["frame"], ref, forward=name.startswith("forward"))
+
+
+def test_zorro_log_probs_come_back_response_aligned_and_are_shifted_to_predict_next():
+    """Arctic-Platform's ZoRRo path answers response-aligned log-probs; the forwarder shifts the flat values left by
+    one (the last slot 0), as Arctic-Platform's V1 worker does: [[1,2,3,4],[5,6]] -> [[2,3,4,5],[6,0]]."""
+    from arctic_platform.integrations.verl.v1.worker import response_aligned_to_predict_next
+
+    got = response_aligned_to_predict_next(torch.tensor([1.0, 2, 3, 4, 5, 6]))
+    assert torch.equal(got, torch.tensor([2.0, 3, 4, 5, 6, 0]))
+    assert response_aligned_to_predict_next(torch.zeros(0)).numel() == 0
 
 
 def test_is_weights_for_a_backend_that_applies_none_are_named_and_still_sent(recorded_run):

@@ -161,7 +161,13 @@ def test_embedded_server_refuses_what_its_engine_lacks(compose):
     assert "no Liger" in _refusals(compose, ["actor_rollout_ref.model.use_liger=true"], EMBEDDED)[0]
     assert _refusals(compose, ["actor_rollout_ref.model.use_liger=true"], ARCTIC_PLATFORM_MAIN) == []
     attn = "+actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2"
-    assert "can load ['eager', 'sdpa']" in _refusals(compose, [attn], EMBEDDED)[0]
+    [r] = _refusals(compose, [attn], EMBEDDED)
+    assert "can train with ['eager', 'sdpa'] on its devices" in r, r  # this CPU: no flash attention, no GPU
+    assert r.fix == ("actor_rollout_ref.model.override_config.attn_implementation=sdpa",)  # trains here
+    # flex attention loads on CPU but has no backward there: refused at start-up, not at the first update
+    flex = "+actor_rollout_ref.model.override_config.attn_implementation=flex_attention"
+    [r] = _refusals(compose, [flex], EMBEDDED)
+    assert r.fix == ("actor_rollout_ref.model.override_config.attn_implementation=sdpa",), r
 
 
 def test_profile_steps_on_a_backend_without_a_profiler_is_a_note(compose):
