@@ -134,8 +134,50 @@ def doctor_report() -> tuple[list[str], list[str]]:
             lines.append("gpu: none (CPU only)")
     except Exception as e:
         problems.append(f"torch does not import ({type(e).__name__}: {e})")
+    shadow_lines, shadow_problems = shadow_report()
     plugin_lines, plugin_problems = plugin_report()
-    return lines + plugin_lines, problems + plugin_problems
+    return lines + shadow_lines + plugin_lines, problems + shadow_problems + plugin_problems
+
+
+SHADOW_FIX = (
+    "keep Arctic-Platform in its own environment: unset PYTHONPATH (its scripts export PYTHONPATH=<its checkout>: "
+    "drop that line), and pip uninstall arctic-platform from this one (an editable install of its checkout); run its "
+    "server from its own venv and point this wheel at it (remote_backend.arctic.backend.type=onprem and url)"
+)
+
+
+def shadow_report(paths: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """Another ``arctic_platform`` (an Arctic-Platform checkout on ``PYTHONPATH`` or ``sys.path``, or an editable
+    install of it) beside arctic-verl's: which one Python imports, and how to keep the two apart. ``paths``: the
+    search path to look at (default ``sys.path`` and ``$PYTHONPATH``)."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("arctic_platform")
+    winner = Path(spec.origin).resolve().parent if spec is not None and spec.origin else None
+    ours = Path(__file__).resolve().parent
+    entries = list(sys.path if paths is None else paths)
+    entries += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and paths is None]
+    others: list[str] = []
+    for entry in entries:
+        pkg = (Path(entry or ".") / "arctic_platform").resolve()
+        if (pkg / "__init__.py").is_file() and pkg != ours and str(pkg) not in others:
+            others.append(str(pkg))
+    for dist in md.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name in ("arctic-platform", "arctic-training-platform"):
+            url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
+            others.append(f"{name}=={dist.version} (installed{', editable at ' + url if url else ''})")
+    lines = [f"arctic_platform imported from: {winner or 'nowhere'}" + (" (arctic-verl's)" if winner == ours else "")]
+    if not others and winner == ours:
+        return lines, []
+    where = ", ".join(others) or str(winner)
+    wins = "arctic-verl's" if winner == ours else f"{winner}, not arctic-verl's {ours}"
+    return lines, [
+        f"another arctic_platform beside arctic-verl's: {where}; Python imports {wins} here, and a process with the "
+        f"other first on its path (PYTHONPATH) runs Arctic-Platform's own verl plugin instead of this wheel's; "
+        f"{SHADOW_FIX}"
+    ]
 
 
 def describe_pin(up: dict) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parent / "integrations" / "verl" / "examples"
 LAUNCHERS = {
-    "gsm8k-h200": EXAMPLES / "run_gsm8k_grpo_arl_v1.sh",
+    "gsm8k-h200": EXAMPLES / "gsm8k_h200.sh",  # not Arctic-Platform's launcher name: a different interface
 }
 
 

@@ -93,6 +93,29 @@ def test_doctor_ok_on_this_install(pin):
     assert "gpu: none (CPU only)" in r.stdout or "gpu: " in r.stdout
 
 
+def test_doctor_says_when_another_arctic_platform_shadows_ours(tmp_path):
+    """An Arctic-Platform checkout on the path (its scripts export PYTHONPATH=<checkout>): doctor names it, says which
+    one Python imports and how to keep the two apart; the run exits non-zero."""
+    checkout = tmp_path / "Arctic-Platform"
+    (checkout / "arctic_platform").mkdir(parents=True)
+    (checkout / "arctic_platform" / "__init__.py").write_text("")
+    code = (
+        f"import sys; sys.path.append({str(checkout)!r}); from arctic_platform.cli import doctor_report; "
+        "lines, problems = doctor_report(); print('\\n'.join(lines)); print('PROBLEMS', problems)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    [problem] = [p for p in r.stdout.split("PROBLEMS", 1)[1].split("', '") if "another arctic_platform" in p]
+    assert str(checkout / "arctic_platform") in problem and "Python imports arctic-verl's here" in problem
+    assert "unset PYTHONPATH" in problem and "pip uninstall arctic-platform" in problem
+    assert "arctic_platform imported from: " in r.stdout and "(arctic-verl's)" in r.stdout
+    # the same report when the checkout comes first: it is what imports
+    from arctic_platform.cli import shadow_report
+
+    lines, problems = shadow_report([str(checkout)])
+    assert problems and str(checkout / "arctic_platform") in problems[0]
+
+
 def _fake_dist(root: Path, name: str, version: str, files: list[str]) -> Path:
     info = root / f"{name}-{version}.dist-info"
     info.mkdir(parents=True)

@@ -62,7 +62,7 @@ def test_prepare_gsm8k_refuses_rows_without_a_final_answer(tmp_path):
 
 def _launcher(env, *args):
     path = subprocess.run([CLI, "launcher", "gsm8k-h200"], capture_output=True, text=True, check=True).stdout.strip()
-    assert Path(path).is_file() and path.endswith("run_gsm8k_grpo_arl_v1.sh")
+    assert Path(path).is_file() and path.endswith("gsm8k_h200.sh")
     full_env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "EXTRA_ENV_CHECK": "0", **env}
     return subprocess.run(["bash", path, *args], capture_output=True, text=True, timeout=300, env=full_env)
 

@@ -40,7 +40,7 @@ for a in "$@"; do
   if [ "$a" = "--dry-run" ]; then DRY_RUN=1; else ARGS+=("$a"); fi
 done
 
-die() { echo "run_gsm8k_grpo_arl_v1: $*" >&2; exit 2; }
+die() { echo "gsm8k_h200: $*" >&2; exit 2; }
 [ -n "${MODEL_PATH:-}" ] || die "MODEL_PATH is not set (a local HF model directory, e.g. /models/Qwen3-8B)"
 [ -n "${DATA_DIR:-}" ] || die "DATA_DIR is not set (run: arctic-verl prepare-gsm8k --input <gsm8k files> --out DIR)"
 if [ "$DRY_RUN" = 0 ]; then
