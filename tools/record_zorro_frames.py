@@ -19,7 +19,7 @@ ZeRO stage 3 (as the engine fixtures), ``train.zorro_train.enable=True`` (``max_
 ``--zorro-off`` records the same with ZoRRo off instead (a self-check: those frames and bodies must equal
 ``engine/``'s byte for byte).
 
-Writes into OUT (default ``tests/arctic_platform/integrations/verl/zorro_frames``), per variant V in ("", "_memory"):
+Writes into OUT (default ``tests/arctic_platform/conformance/zorro_frames``), per variant V in ("", "_memory"):
 ``initialize_bodies{V}.json`` (the three ``/initialize`` bodies ``cfg.to_onprem(job_type)`` the client posts,
 validated with the reference ``JobConfig``, paths replaced by ``<model_path>`` / ``<checkpoint_path>``),
 ``update_T1{V}``, ``update_T0.7{V}``, ``forward_T1{V}``, ``forward_ref_T1{V}`` as ``.dssst1`` (frame bytes) and
@@ -46,7 +46,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HARNESS = ROOT.parent / "shared" / "tools" / "reference-engine"
-DEFAULT_OUT = ROOT / "tests" / "arctic_platform" / "integrations" / "verl" / "zorro_frames"
+DEFAULT_OUT = ROOT / "tests" / "arctic_platform" / "conformance" / "zorro_frames"
 CKPT = "/nonexistent/arctic-zorro-record/ckpt"  # only its text reaches the body (then replaced by a placeholder)
 ZERO_STAGE = 3
 VARIANTS = {"": {}, "_memory": {"optimization": "memory", "compute_from_fp32_inputs": True}}

@@ -90,30 +90,26 @@ def test_doctor_ok_on_this_install(pin):
     assert "plugin: " in r.stdout and " modules import, 0 fail; upstream names: 0 missing" in r.stdout
     assert "compat: 1 upstream internal(s) adapted" in r.stdout
     assert "seam: verl.remote_backend present" in r.stdout
+    assert "arctic_platform imported from: " in r.stdout and "(arctic-verl's)" in r.stdout  # no other one here
     assert "gpu: none (CPU only)" in r.stdout or "gpu: " in r.stdout
 
 
-def test_doctor_says_when_another_arctic_platform_shadows_ours(tmp_path):
+def test_doctor_says_when_another_arctic_platform_shadows_ours(tmp_path, monkeypatch):
     """An Arctic-Platform checkout on the path (its scripts export PYTHONPATH=<checkout>): doctor names it, says which
-    one Python imports and how to keep the two apart; the run exits non-zero."""
+    one Python imports and how to keep the two apart (a problem: the doctor run exits non-zero)."""
+    from arctic_platform.cli import shadow_report
+
     checkout = tmp_path / "Arctic-Platform"
     (checkout / "arctic_platform").mkdir(parents=True)
     (checkout / "arctic_platform" / "__init__.py").write_text("")
-    code = (
-        f"import sys; sys.path.append({str(checkout)!r}); from arctic_platform.cli import doctor_report; "
-        "lines, problems = doctor_report(); print('\\n'.join(lines)); print('PROBLEMS', problems)"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    [problem] = [p for p in r.stdout.split("PROBLEMS", 1)[1].split("', '") if "another arctic_platform" in p]
+    lines, problems = shadow_report([*sys.path, str(checkout)])  # after site-packages: ours still imports
+    assert lines[0].startswith("arctic_platform imported from: ") and lines[0].endswith("(arctic-verl's)"), lines
+    [problem] = problems
     assert str(checkout / "arctic_platform") in problem and "Python imports arctic-verl's here" in problem
     assert "unset PYTHONPATH" in problem and "pip uninstall arctic-platform" in problem
-    assert "arctic_platform imported from: " in r.stdout and "(arctic-verl's)" in r.stdout
-    # the same report when the checkout comes first: it is what imports
-    from arctic_platform.cli import shadow_report
-
-    lines, problems = shadow_report([str(checkout)])
-    assert problems and str(checkout / "arctic_platform") in problems[0]
+    monkeypatch.setenv("PYTHONPATH", str(checkout))  # the script's export, seen from the doctor's own process
+    assert str(checkout / "arctic_platform") in shadow_report()[1][0]
+    assert shadow_report(list(sys.path)) == ([lines[0]], [])  # nothing else on this path: no problem
 
 
 def _fake_dist(root: Path, name: str, version: str, files: list[str]) -> Path:

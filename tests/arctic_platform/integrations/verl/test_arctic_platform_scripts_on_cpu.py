@@ -239,6 +239,28 @@ def test_their_defaults_are_stated_where_the_script_relies_on_them(tiny_model_di
     assert r.fix == ("remote_backend.train.deepspeed.zero_optimization.stage=3",)
 
 
+def test_hydras_plus_form_of_their_keys_is_translated_too(tiny_model_dir):
+    """``+remote_backend.colocate=True`` (what Hydra's message told users to write) means the same as without ``+``."""
+    from arctic_platform.integrations.verl.platform_keys import translate
+
+    cfg, _ = _check(["+remote_backend.colocate=true", "+remote_backend.training_gpus=2"], tiny_model_dir)
+    t = translate(cfg)
+    assert (
+        not t.refusals and cfg.remote_backend.arctic.colocate is True and cfg.remote_backend.arctic.training_gpus == 2
+    )
+
+
+@pytest.mark.parametrize("profile", [EMBEDDED, CORTEX])
+def test_zorro_training_is_refused_at_start_up_where_the_backend_has_none(profile, tiny_model_dir, monkeypatch):
+    monkeypatch.setenv("ARCTIC_CORTEX_BASE_URL", "http://127.0.0.1:9")  # a fake address: nothing is sent
+    monkeypatch.setenv("CORTEX_PAT", "not-a-token")
+    extra = ["remote_backend.arctic.backend.type=cortex"] if profile == CORTEX else []
+    _, refusals = _check(["remote_backend.train.zorro_train.enable=true", *extra], tiny_model_dir, profile)
+    [r] = [r for r in refusals if "zorro" in r.setting]
+    assert r.setting == "remote_backend.train.zorro_train.enable=True" and "no ZoRRo training path" in r, r
+    assert r.fix == ("remote_backend.train.zorro_train.enable=false",)
+
+
 def test_two_spellings_that_disagree_are_refused(tiny_model_dir):
     _, refusals = _check(["remote_backend.training_gpus=2", "remote_backend.arctic.training_gpus=3"], tiny_model_dir)
     [r] = [r for r in refusals if "training_gpus" in r.setting]

@@ -99,8 +99,8 @@ def _compose(overrides):
     return compose_config(overrides)
 
 
-ZORRO = Path(__file__).parent / "zorro_frames"
-"""What the reference adapter sends with ZoRRo training on (recorded from its code: ``zorro_frames/README.md``)."""
+ZORRO = Path(__file__).parents[2] / "conformance" / "zorro_frames"
+"""What the reference adapter sends with ZoRRo training on (recorded from its code: the folder's README.md)."""
 # (a script of theirs that sets one of their keys gets their defaults for the others, ZeRO 0 among them: the
 # recording's stage 3 is written in their spelling too)
 THEIR_ZORRO = {
