@@ -155,11 +155,26 @@ def at_least_float32(t: torch.Tensor) -> torch.Tensor:
     return t if t.dtype in (torch.float32, torch.float64) else t.float()
 
 
-def model_logits(model, input_ids, attention_mask, position_ids, temperature: float) -> torch.Tensor:
-    """Logits / temperature in at least float32, ``[B, L, V]``."""
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+def model_logits(
+    model, input_ids, attention_mask, position_ids, temperature: float, keep_last: int = 0
+) -> torch.Tensor:
+    """Logits / temperature in at least float32, ``[B, L, V]``; with ``keep_last`` > 0 only the last ``keep_last``
+    positions' (``[B, keep_last, V]``: the LM head and the float32 logits are computed for those alone)."""
+    extra = {"logits_to_keep": keep_last} if keep_last > 0 else {}
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False, **extra)
     logits = at_least_float32(out.logits)
     return logits / temperature if temperature != 1.0 else logits
+
+
+def real_columns(mask: torch.Tensor) -> tuple[int, int]:
+    """``[lo, hi)``: the columns of a dense micro-batch (left-padded prompts, right-padded responses) where some row
+    holds a real token. Columns outside are padding in every row: a row's attention never reaches them and its
+    position ids come from its own mask, so computing without them gives the same numbers (verl computes each row on
+    its own tokens: ``use_remove_padding``)."""
+    cols = torch.nonzero(mask.bool().any(0)).flatten()
+    if not len(cols):
+        return 0, int(mask.shape[1])
+    return int(cols[0]), int(cols[-1]) + 1
 
 
 @dataclass
@@ -257,16 +272,17 @@ class ModelEngine:
             with self._no_grad(), self.autocast():
                 for rows in parts:
                     idx = torch.tensor(rows or [0], dtype=torch.long)
-                    ids, mask = self._to(db.input_ids[idx]), self._to(db.attention_mask[idx])
-                    logits = model_logits(self.model, ids, mask, self._to(db.position_ids[idx]), temperature)
+                    lo, hi = real_columns(db.attention_mask[idx])  # the micro-batch's real tokens only
+                    ids, mask = self._to(db.input_ids[idx, lo:hi]), self._to(db.attention_mask[idx, lo:hi])
+                    logits = model_logits(self.model, ids, mask, self._to(db.position_ids[idx, lo:hi]), temperature)
                     if not rows:
                         continue
                     labels = torch.roll(ids, shifts=-1, dims=1)
                     valid = (mask.bool() & torch.roll(mask.bool(), shifts=-1, dims=1)).clone()
                     valid[:, -1] = False
-                    lp_all[idx] = torch.where(valid, token_logprobs(logits, labels), 0.0).float().cpu()
+                    lp_all[idx, lo:hi] = torch.where(valid, token_logprobs(logits, labels), 0.0).float().cpu()
                     if want_entropy:
-                        ent_all[idx] = torch.where(valid, entropy_from_logits(logits), 0.0).float().cpu()
+                        ent_all[idx, lo:hi] = torch.where(valid, entropy_from_logits(logits), 0.0).float().cpu()
         finally:
             self.model.train(was_training)
         return lp_all, ent_all

@@ -55,6 +55,7 @@ from .model_engine import (
     logits_temperature,
     model_logits,
     param_items,
+    real_columns,
     token_logprobs,
 )
 from .schedule import TrainingSettings, build_scheduler
@@ -294,19 +295,24 @@ class TrainingEngine(ModelEngine, TrainingInterface):
             idx = torch.tensor(rows or [0], dtype=torch.long)
             # verl pads a micro-batch's response fields to its longest response (nested -> padded): same width here
             width = max(1, int(resp_len[idx].max()))
-            ids = self._to(db.input_ids[idx])
+            # the micro-batch's real tokens only: from its longest prompt's first column to its longest response's
+            # end (padding in every row outside), and logits at the response's predicting columns alone
+            lo = min(real_columns(db.attention_mask[idx])[0], P - 1)
+            ids = self._to(db.input_ids[idx, lo : P + width])
             with self._gradient_sync(i == len(parts) - 1):
                 with self.autocast():
+                    # response token k sits at column P + k and is predicted by column P + k - 1: the last width + 1
+                    # columns' logits, without the last
                     logits = model_logits(
                         self.model,
                         ids,
-                        self._to(db.attention_mask[idx]),
-                        self._to(db.position_ids[idx]),
+                        self._to(db.attention_mask[idx, lo : P + width]),
+                        self._to(db.position_ids[idx, lo : P + width]),
                         plan.temperature,
+                        keep_last=width + 1,
                     )
-                    # response token k sits at column P + k and is predicted by column P + k - 1
-                    resp_logits = logits[:, P - 1 : P + width - 1]
-                    log_prob = token_logprobs(resp_logits, ids[:, P : P + width])
+                    resp_logits = logits[:, :width]
+                    log_prob = token_logprobs(resp_logits, ids[:, P - lo : P - lo + width])
                     entropy = entropy_from_logits(resp_logits) if plan.want_entropy else None
                     r = {k: self._to(v[idx, :width]) for k, v in db.resp.items()}
                     try:

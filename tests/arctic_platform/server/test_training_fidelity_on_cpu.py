@@ -363,3 +363,56 @@ def test_hf_export_is_a_loadable_model_with_the_trained_weights(tiny_model_dir, 
     AutoTokenizer.from_pretrained(out["hf_path"])  # the tokenizer is exported beside it
     for (n, p), (_, q) in zip(eng.model.named_parameters(), hf.named_parameters(), strict=True):
         assert torch.equal(p.detach(), q.detach()), n
+
+
+# ---- issue 42 item 2: compute on real tokens, whatever the frame's padding ----
+
+
+def _padded(b: dict, p2: int, r2: int) -> dict:
+    """``b`` (P x R) padded to the maxima ``p2`` x ``r2`` (prompts on the left, responses on the right), as a frame
+    dense-padded to verl's config maxima arrives."""
+
+    def grow(t, left, right):
+        return torch.nn.functional.pad(t, (left, right))
+
+    left, right = p2 - P, r2 - R
+    out = {k: grow(b[k], left, right) for k in ("input_ids", "attention_mask")}
+    out["prompts"] = grow(b["prompts"], left, 0)
+    for k in ("responses", "response_mask", "advantages", "old_log_probs"):
+        out[k] = grow(b[k], 0, right)
+    return out
+
+
+def test_padding_to_the_config_maxima_changes_neither_loss_nor_gradient_and_only_real_columns_are_computed(
+    tiny_model_dir,
+):
+    """The same rows framed at their own maxima (P=6, R=5) and at verl's config maxima (P=48, R=40): the same loss,
+    gradients and log-probs, and every forward sees the micro-batch's real columns only (the padding is trimmed)."""
+    b = _batch(3)
+    big = _padded(b, 48, 40)
+    meta = {"actor_config": {"ppo_micro_batch_size_per_gpu": 3, "loss_agg_mode": "token-mean"}}
+    results = {}
+    for name, frame in (("own", b), ("padded", big)):
+        settings = E.EngineSettings(model_path=str(tiny_model_dir), device="cpu", dtype="float64", max_seq_len=128)
+        eng = E.TrainingEngine(settings, TrainingSettings())
+        widths: list[int] = []
+
+        def seen(_module, _args, kwargs, widths=widths):
+            widths.append(int(kwargs["input_ids"].shape[1]))
+
+        hook = eng.model.register_forward_pre_hook(seen, with_kwargs=True)
+        out = eng.forward_backward(frame, meta)
+        fwd = eng.forward(frame, {"calculate_entropy": True})["batch"]
+        hook.remove()
+        results[name] = (out["metrics"]["loss"], _grads(eng), fwd, widths)
+    (loss_a, grads_a, fwd_a, widths_a), (loss_b, grads_b, fwd_b, widths_b) = results["own"], results["padded"]
+    assert loss_a == pytest.approx(loss_b, rel=1e-12, abs=1e-14)
+    assert grads_a.keys() == grads_b.keys() and grads_a
+    for n in grads_a:
+        torch.testing.assert_close(grads_a[n], grads_b[n], rtol=1e-10, atol=1e-13, msg=n)
+    assert widths_a == widths_b and max(widths_b) <= P + R, widths_b  # the padding never reaches the model
+    real = big["attention_mask"].bool()
+    for key in ("logprobs", "entropy"):
+        assert list(fwd_b[key].shape) == list(big["input_ids"].shape)  # the reply keeps the frame's layout
+        torch.testing.assert_close(fwd_b[key][:, 48 - P : 48 + R], fwd_a[key], rtol=1e-10, atol=1e-12)
+        assert not fwd_b[key][~real].any()  # padding columns stay 0
