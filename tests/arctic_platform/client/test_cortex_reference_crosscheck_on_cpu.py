@@ -16,16 +16,18 @@ Its known deviations from the specification are asserted here, next to what our 
 4. ``save_checkpoint()`` sends ``export_hf``, a field the specification's save body does not have (the fake refuses
    unknown fields: 400) (ours: ``{"checkpoint_type": "resumable"}``).
 
-The reference runs in its own interpreter (both packages are named ``arctic_platform``): set
-``ARCTIC_PLATFORM_CHECKOUT`` to a directory holding an Arctic-Platform ``arctic_platform`` package, e.g.::
+The reference runs in its own interpreter (both packages are named ``arctic_platform``), from
+``../shared/reference/arctic-platform`` (the reference's client package, unmodified: ``git archive`` of
+karthik/verl-v1-plugin 583be50; CI has ``../shared``), or from ``ARCTIC_PLATFORM_CHECKOUT`` when set, e.g. another
+branch::
 
-    git -C <Arctic-Platform clone> archive karthik/verl-v1-plugin arctic_platform/__init__.py \\
+    git -C <Arctic-Platform clone> archive main arctic_platform/__init__.py \\
         arctic_platform/_dependency_groups.py arctic_platform/wire.py arctic_platform/client | tar -x -C /tmp/ap-ref
     ARCTIC_PLATFORM_CHECKOUT=/tmp/ap-ref ./build.sh test -- -n 0 -s \\
         tests/arctic_platform/client/test_cortex_reference_crosscheck_on_cpu.py
 
-(main works too: it differs in deviation 3). Its third-party needs (requests, aiohttp, tenacity, urllib3, torch,
-safetensors, pydantic) are all in this project's environment. Without the variable the module is skipped.
+(main differs in deviation 3). Its third-party needs (requests, aiohttp, tenacity, urllib3, torch, safetensors,
+pydantic) are all in this project's environment. Without either, the module fails (it is not skipped).
 """
 
 from __future__ import annotations
@@ -42,11 +44,8 @@ from arctic_platform import wire
 from arctic_platform.client import ArcticRLClientConfig, AsyncArcticRLClient
 from arctic_platform.client.errors import ArcticRLJobError
 
-CHECKOUT = os.environ.get("ARCTIC_PLATFORM_CHECKOUT", "")
-pytestmark = pytest.mark.skipif(
-    not (CHECKOUT and (Path(CHECKOUT) / "arctic_platform" / "client" / "transports" / "cortex.py").is_file()),
-    reason="ARCTIC_PLATFORM_CHECKOUT does not name an Arctic-Platform checkout (see the module docstring)",
-)
+SHARED_REFERENCE = Path(__file__).resolve().parents[4] / "shared" / "reference" / "arctic-platform"
+CHECKOUT = os.environ.get("ARCTIC_PLATFORM_CHECKOUT", "") or str(SHARED_REFERENCE)
 DRIVER = Path(__file__).parent / "cortex_reference_driver.py"
 
 
@@ -77,6 +76,8 @@ def _fakes(fake_mod) -> dict:
 @pytest.fixture(scope="module")
 def reference_run(fake_mod, tmp_path_factory):
     """``(report, fakes)``: the reference driver's outcomes per scenario and the fakes it ran against."""
+    transport = Path(CHECKOUT) / "arctic_platform" / "client" / "transports" / "cortex.py"
+    assert transport.is_file(), f"no Arctic-Platform client package at {CHECKOUT} (see the module docstring)"
     fakes = _fakes(fake_mod)
     for f in fakes.values():
         f.__enter__()
