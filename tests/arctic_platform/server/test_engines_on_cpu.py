@@ -8,11 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+import verl.trainer.ppo.core_algos as core_algos
+import verl.utils.torch_functional as verl_F
 from arctic_platform.server import engines as E
-
-core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
-verl_F = pytest.importorskip("verl.utils.torch_functional")
-ActorConfig = pytest.importorskip("verl.workers.config").ActorConfig
+from verl.workers.config import ActorConfig
 
 P, R = 6, 5
 

@@ -29,6 +29,7 @@ import time
 import pytest
 import torch
 
+import verl.utils.fsdp_utils  # noqa: F401  (the FSDP engine reads verl's FSDP helpers: a broken import fails here)
 from arctic_platform.protocol import JobConfig, JobStatus
 from arctic_platform.server.engine_calls import call_locked
 from arctic_platform.server.errors import EngineFailed, RequestError
@@ -38,8 +39,6 @@ from arctic_platform.server.logprob_engine import ForwardEngine
 from arctic_platform.server.model_engine import EngineSettings
 from arctic_platform.server.schedule import TrainingSettings
 from arctic_platform.server.training_engine import TrainingEngine
-
-pytest.importorskip("verl.utils.fsdp_utils")
 
 P, R = 6, 5
 TWO = ["cpu", "cpu"]

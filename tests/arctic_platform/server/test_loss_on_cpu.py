@@ -17,12 +17,11 @@ import zlib
 import pytest
 import torch
 
+import verl.trainer.ppo.core_algos as core_algos
+import verl.utils.tensordict_utils as tu
 from arctic_platform.protocol import AGG_MODES, LOSS_MODES
 from arctic_platform.server import loss as L
-
-core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
-ppo_loss = pytest.importorskip("verl.workers.utils.losses").ppo_loss
-tu = pytest.importorskip("verl.utils.tensordict_utils")
+from verl.workers.utils.losses import ppo_loss
 
 PLENS = [3, 1, 5, 2, 4, 2]
 RLENS = [4, 6, 1, 6, 3, 5]  # the micro-batch is padded to its longest response (6)

@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 import torch
 
+import verl.utils.torch_functional as verl_F
 from arctic_platform.protocol import JobConfig
 from arctic_platform.server import engines as E
 from arctic_platform.server.jobs import training_settings
 from arctic_platform.server.routes.bodies import parse_model
 from arctic_platform.server.schedule import TrainingSettings
-
-verl_F = pytest.importorskip("verl.utils.torch_functional")
 
 P, R = 6, 5
 

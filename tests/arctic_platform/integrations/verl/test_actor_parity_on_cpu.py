@@ -35,9 +35,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf, open_dict
 
-from .batches import nested
+import verl.utils.tensordict_utils as tu
 
-tu = pytest.importorskip("verl.utils.tensordict_utils")
+from .batches import nested
 
 P, R = 16, 8  # data.max_prompt_length / max_response_length of the conftest config
 ROWS, MINI, MICRO, STEPS = 8, 4, 2, 3  # 2 mini-batches of 2 micro-batches per training step, 3 steps
