@@ -698,6 +698,8 @@ class SamplingParams(BaseModel):
     presence_penalty: float = Field(0.0, ge=-2, le=2)
     frequency_penalty: float = Field(0.0, ge=-2, le=2)
     min_p: float = Field(0.0, ge=0, le=1)
+    min_tokens: int = Field(0, ge=0)
+    """vLLM's: EOS and ``stop_token_ids`` cannot end a sequence before it has this many tokens."""
 
     @field_validator("logprobs", mode="before")
     @classmethod
@@ -727,7 +729,6 @@ class SamplingParams(BaseModel):
 
 
 NEUTRAL_SAMPLING_EXTRAS: dict[str, Any] = {
-    "min_tokens": 0,
     "stop": None,
     "prompt_logprobs": None,
     "bad_words": None,

@@ -55,6 +55,9 @@ class GenerateItem:
     """vLLM's (OpenAI's): times its count in the output so far, subtracted from a token's logit."""
     min_p: float = 0.0
     """vLLM's: after temperature, tokens with probability below ``min_p`` x the top probability are dropped."""
+    min_tokens: int = 0
+    """vLLM's: the stop ids (EOS unless ``ignore_eos``, and ``stop_token_ids``) are masked until the output has this
+    many tokens."""
 
 
 class SamplingEngine(ModelEngine, SamplingInterface):
@@ -165,6 +168,9 @@ class SamplingEngine(ModelEngine, SamplingInterface):
             past = o.past_key_values
             logits = o.logits[:, -1, :].float().cpu()
             logits = _apply_penalties(logits, items, ids_rows, tokens)
+            for i, it in enumerate(items):  # min_tokens: no stop id may end the row before it has that many
+                if reason[i] is None and len(tokens[i]) < it.min_tokens and stops[i]:
+                    logits[i, torch.tensor(sorted(stops[i]), dtype=torch.long)] = -math.inf
             chosen, chosen_lp, top = self._sample(logits, temps, greedy, top_k, top_p, gens, items, reason)
             for i in range(B):
                 if reason[i] is not None:

@@ -391,6 +391,7 @@ class VllmSamplingEngine(SamplingInterface):
             presence_penalty=float(it.presence_penalty),
             frequency_penalty=float(it.frequency_penalty),
             max_tokens=int(it.max_tokens),
+            min_tokens=int(it.min_tokens),
             stop_token_ids=stops,
             ignore_eos=bool(it.ignore_eos),
             logprobs=it.logprobs,

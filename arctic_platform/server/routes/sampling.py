@@ -130,6 +130,12 @@ def _generate_items(req: GenerateRequest, engine: SamplingInterface) -> list[Gen
             raise RequestError(f"prompts[{i}] holds token ids outside [0, {engine.vocab_size})", 422)
         room = max_seq - len(p)
         max_tokens = room if sp.max_tokens is None else min(sp.max_tokens, room)
+        if sp.min_tokens > max_tokens:
+            raise RequestError(
+                f"sampling_params.min_tokens={sp.min_tokens} is more than the {max_tokens} tokens prompts[{i}] may "
+                "generate (max_tokens, and max_seq_len minus the prompt)",
+                422,
+            )
         items.append(
             GenerateItem(
                 prompt=p,
@@ -146,6 +152,7 @@ def _generate_items(req: GenerateRequest, engine: SamplingInterface) -> list[Gen
                 presence_penalty=sp.presence_penalty,
                 frequency_penalty=sp.frequency_penalty,
                 min_p=sp.min_p,
+                min_tokens=sp.min_tokens,
             )
         )
     return items

@@ -425,8 +425,8 @@ def test_generate_refusals(http, jobs):
         422,
         "temperature",
     )
-    body = {"prompts": [[5]], "sampling_params": {"min_tokens": 3}, "strict": True}  # not implemented by the engines
-    _refused(http, http.post("/generate", params={"job_id": sid}, json=body), 422, "min_tokens")
+    body = {"prompts": [[5]], "sampling_params": {"bad_words": ["x"]}, "strict": True}  # not implemented by the engines
+    _refused(http, http.post("/generate", params={"job_id": sid}, json=body), 422, "bad_words")
     body["strict"] = False  # non-strict: unsupported extras are ignored
     assert http.post("/generate", params={"job_id": sid}, json=body).status_code == 200
     body = {"prompts": [[5]], "sampling_params": {"stop": ["\n"], "repetition_penalty": 1.0}, "strict": True}

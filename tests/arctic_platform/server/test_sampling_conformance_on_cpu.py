@@ -91,11 +91,14 @@ def _logits(hf, ids: list[int]) -> torch.Tensor:
 
 
 @torch.no_grad()
-def _greedy_reference(hf, prompt, n, *, rep=1.0, presence=0.0, frequency=0.0) -> list[int]:
-    """Greedy decoding with vLLM's penalty semantics, written out here."""
+def _greedy_reference(hf, prompt, n, *, rep=1.0, presence=0.0, frequency=0.0, banned=(), until=0) -> list[int]:
+    """Greedy decoding with vLLM's penalty semantics, written out here; ``banned`` ids are masked for the first
+    ``until`` tokens (vLLM's ``min_tokens``)."""
     out: list[int] = []
     for _ in range(n):
         z = _logits(hf, prompt + out).clone()
+        if len(out) < until:
+            z[list(banned)] = -float("inf")
         counts = torch.bincount(torch.tensor(out, dtype=torch.long), minlength=z.numel()).float()
         if rep != 1.0:
             seen = counts > 0
@@ -170,6 +173,27 @@ def test_stop_ids_and_zero_max_tokens(srv, hf):
     assert x["token_ids"] == greedy[: first + 1] and x["finish_reason"] == "stop"  # the stop id is kept
     z = _gen(srv, [p], temperature=0.0, max_tokens=0)[0]
     assert z["token_ids"] == [] and z["finish_reason"] == "length"
+
+
+def test_min_tokens_holds_the_stop_ids_back(srv, hf):
+    """vLLM's ``min_tokens``: a stop id cannot end the sequence before it has that many tokens (it was accepted and
+    ignored before); more than the row may generate is refused."""
+    p = PROMPTS[0]
+    greedy = _greedy_reference(hf, p, 8)
+    stop = greedy[0]  # without min_tokens the row stops at its first token
+    assert _gen(srv, [p], temperature=0.0, max_tokens=8, stop_token_ids=[stop], ignore_eos=True)[0]["token_ids"] == [
+        stop
+    ]
+    x = _gen(srv, [p], temperature=0.0, max_tokens=8, stop_token_ids=[stop], ignore_eos=True, min_tokens=3)[0]
+    want = _greedy_reference(hf, p, 8, banned=[stop], until=3)
+    want = want[: want.index(stop) + 1] if stop in want else want
+    assert x["token_ids"] == want and len(want) >= 3 and stop not in want[:3], (x["token_ids"], want)
+    r = srv.http.post(
+        "/generate",
+        params={"job_id": srv.ids["sampling"]},
+        json={"prompts": [p], "sampling_params": {"max_tokens": 4, "min_tokens": 5}},
+    )
+    assert r.status_code == 422 and "min_tokens=5" in r.text, r.text
 
 
 def test_eos_stops_unless_ignored(srv, hf):
