@@ -24,8 +24,9 @@ checkpoint format and HF export are the same code:
   from rank 0 (``set_model_state_dict(broadcast_from_rank0=True)``) and the buffers after it, sorted by name.
   Precision: float32 master weights (float64 stays float64); a bfloat16 / float16 job computes with verl's
   ``MixedPrecisionPolicy(param_dtype=<job dtype>, reduce_dtype=float32)`` plus autocast, a float32 / float64 job
-  shards and reduces in its own dtype. Gradients are reduced on a step's last micro-batch only (verl's
-  ``_gradient_sync_context``); clipping takes the global norm over the shards.
+  shards and reduces in its own dtype. Gradients are reduce-scattered on every micro-batch and accumulate sharded
+  (gradient memory 1/N of the model: no unsharded copy waits for the last micro-batch, as verl's
+  ``_gradient_sync_context`` keeps one); clipping takes the global norm over the shards.
 * :class:`RankForward` (a :class:`.logprob_engine.ForwardEngine`): the same build, inference only.
 
 Checkpoints are the one-device format (full state: ``get_model_state_dict`` / ``get_optimizer_state_dict`` with
@@ -171,11 +172,6 @@ class RankTrainer(_Shard, TrainingEngine):
             _check_lora_layers(self.model)
         self._fully_shard()
 
-    def _gradient_sync(self, is_last: bool):
-        if is_last:
-            return contextlib.nullcontext()
-        return _no_gradient_sync(self.model)
-
     def _clip_grad_norm(self, max_norm: float) -> torch.Tensor:
         from torch.distributed.tensor import DTensor
 
@@ -281,16 +277,6 @@ class RankForward(_Shard, ForwardEngine):
         from safetensors.torch import load_file
 
         self._load_full_state(load_file(path) if self.rank == 0 else {})
-
-
-@contextlib.contextmanager
-def _no_gradient_sync(model):
-    """verl's ``_gradient_sync_context``: no reduce-scatter on this backward (gradients accumulate unsharded)."""
-    model.set_requires_gradient_sync(False)
-    try:
-        yield
-    finally:
-        model.set_requires_gradient_sync(True)
 
 
 def _write_atomic(path: str, state: dict[str, torch.Tensor]) -> None:

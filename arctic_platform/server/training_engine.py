@@ -276,10 +276,6 @@ class TrainingEngine(ModelEngine, TrainingInterface):
         out = acc.result()
         return {"metrics": out, "avg_loss": out["loss"], "micro_batches": len(plan.parts)}
 
-    def _gradient_sync(self, is_last: bool):
-        """Around one micro-batch's backward: a sharded engine reduces gradients on the last one only."""
-        return contextlib.nullcontext()
-
     def run_update(
         self, plan: UpdatePlan, db: DenseBatch, parts: list[list[int]], dp_size: int = 1
     ) -> L.MetricAccumulator:
@@ -299,41 +295,40 @@ class TrainingEngine(ModelEngine, TrainingInterface):
             # end (padding in every row outside), and logits at the response's predicting columns alone
             lo = min(real_columns(db.attention_mask[idx])[0], P - 1)
             ids = self._to(db.input_ids[idx, lo : P + width])
-            with self._gradient_sync(i == len(parts) - 1):
-                with self.autocast():
-                    # response token k sits at column P + k and is predicted by column P + k - 1: the last width + 1
-                    # columns' logits, without the last
-                    logits = model_logits(
-                        self.model,
-                        ids,
-                        self._to(db.attention_mask[idx, lo : P + width]),
-                        self._to(db.position_ids[idx, lo : P + width]),
-                        plan.temperature,
-                        keep_last=width + 1,
+            with self.autocast():
+                # response token k sits at column P + k and is predicted by column P + k - 1: the last width + 1
+                # columns' logits, without the last
+                logits = model_logits(
+                    self.model,
+                    ids,
+                    self._to(db.attention_mask[idx, lo : P + width]),
+                    self._to(db.position_ids[idx, lo : P + width]),
+                    plan.temperature,
+                    keep_last=width + 1,
+                )
+                resp_logits = logits[:, :width]
+                log_prob = token_logprobs(resp_logits, ids[:, P - lo : P - lo + width])
+                entropy = entropy_from_logits(resp_logits) if plan.want_entropy else None
+                r = {k: self._to(v[idx, :width]) for k, v in db.resp.items()}
+                try:
+                    loss, metrics = L.actor_loss(
+                        cfg,
+                        log_prob=log_prob,
+                        entropy=entropy,
+                        old_log_prob=r["old_log_probs"],
+                        advantages=r["advantages"],
+                        response_mask=r["response_mask"],
+                        ref_log_prob=r.get("ref_log_prob"),
+                        rollout_is_weights=r.get("rollout_is_weights"),
+                        batch_num_tokens=plan.batch_num_tokens,
+                        global_batch_size=plan.global_batch_size,
+                        dp_size=dp_size,
                     )
-                    resp_logits = logits[:, :width]
-                    log_prob = token_logprobs(resp_logits, ids[:, P - lo : P - lo + width])
-                    entropy = entropy_from_logits(resp_logits) if plan.want_entropy else None
-                    r = {k: self._to(v[idx, :width]) for k, v in db.resp.items()}
-                    try:
-                        loss, metrics = L.actor_loss(
-                            cfg,
-                            log_prob=log_prob,
-                            entropy=entropy,
-                            old_log_prob=r["old_log_probs"],
-                            advantages=r["advantages"],
-                            response_mask=r["response_mask"],
-                            ref_log_prob=r.get("ref_log_prob"),
-                            rollout_is_weights=r.get("rollout_is_weights"),
-                            batch_num_tokens=plan.batch_num_tokens,
-                            global_batch_size=plan.global_batch_size,
-                            dp_size=dp_size,
-                        )
-                    except L.LossConfigError as e:
-                        raise RequestError(str(e)) from None
-                if not rows:
-                    loss = loss * 0.0
-                loss.backward()
+                except L.LossConfigError as e:
+                    raise RequestError(str(e)) from None
+            if not rows:
+                loss = loss * 0.0
+            loss.backward()
             if rows:
                 acc.add(loss, metrics)
             del logits, resp_logits, log_prob, entropy, loss

@@ -11,10 +11,9 @@ exits 2 with one line when the model does not fit.
   ``sampling / TP`` vLLM replicas. Given job sizes (``--training-gpus`` ...) are kept and only checked.
 * **Memory per GPU**, from the model's config (its parameters counted on the meta device, no weights read):
   training ``16 B/param / training GPUs`` (fp32 master weights, fp32 gradients and AdamW's two fp32 moments, all
-  sharded: verl's FSDP2 mixed precision) plus ``4 B/param`` unsharded fp32 gradients on every training GPU (FSDP2
-  accumulates them over a mini-batch's micro-batches without a reduce-scatter until the last one, as verl's own
-  engine does; docs/arctic-rl-server.md, "Memory") plus two gathered bf16 decoder layers (the one computing and the
-  one prefetched); sampling bf16 weights ``/ TP`` and the KV cache vLLM gets at ``gpu_memory_utilization`` (tokens and
+  sharded: verl's FSDP2 mixed precision; the gradients are reduce-scattered on every micro-batch, so they accumulate
+  sharded too: docs/arctic-rl-server.md, "Memory") plus the unsharded fp32 gradients of the two decoder layers a
+  backward reduces at a time plus two gathered bf16 decoder layers (the one computing and the one prefetched); sampling bf16 weights ``/ TP`` and the KV cache vLLM gets at ``gpu_memory_utilization`` (tokens and
   sequences of ``--seq-len`` it holds); the reference's bf16 weights. Activations come on top and depend on the
   micro-batch: the plan refuses a split whose static training memory exceeds :data:`TRAINING_SHARE` of a GPU.
 * **Attention**: the first of flash_attention_3 / flash_attention_2 / sdpa the embedded server's engines load here
@@ -39,8 +38,8 @@ H200_GIB = 143771 / 1024
 """An H200's memory as ``nvidia-smi`` reports it (143,771 MiB), used when no GPU is visible (a dry run)."""
 TRAINING_BYTES_PER_PARAM = 16
 """fp32 master weight + fp32 gradient + AdamW ``exp_avg`` + ``exp_avg_sq`` (verl's FSDP2 mixed precision)."""
-ACCUMULATED_GRAD_BYTES_PER_PARAM = 4
-"""fp32 gradients held unsharded while micro-batches accumulate (on every training GPU, whatever their number)."""
+INFLIGHT_GRAD_BYTES_PER_PARAM = 4
+"""fp32 gradients of a layer between its backward and its reduce-scatter (unsharded; two layers at a time)."""
 BF16 = 2
 TRAINING_SHARE = 0.5
 """Most of a GPU the training state may take statically; the rest is for activations and the allocator."""
@@ -103,7 +102,7 @@ class Plan:
     devices: dict
     training_state: float
     training_gathered: float
-    training_accumulated: float
+    training_inflight: float
     sampling_weights: float
     kv_cache: float
     kv_tokens: int
@@ -114,8 +113,9 @@ class Plan:
 
     @property
     def training_static(self) -> float:
-        """A training GPU's memory before activations: its shard, the accumulated gradients, two gathered layers."""
-        return self.training_state + self.training_accumulated + self.training_gathered
+        """A training GPU's memory before activations: its shard, two layers' gradients in flight, two gathered
+        layers."""
+        return self.training_state + self.training_inflight + self.training_gathered
 
     def lines(self, facts: ModelFacts, gpu_name: str, seq_len: int, utilization: float) -> list[str]:
         gib = lambda b: f"{b / GIB:.1f} GiB"  # noqa: E731
@@ -125,8 +125,8 @@ class Plan:
             f"{facts.params / 1e9:.3g} B parameters",
             f"  training  {c['training']} GPU(s) {describe_devices(d['training'])}: FSDP2 over {c['training']} "
             "rank(s); "
-            f"{TRAINING_BYTES_PER_PARAM} B/param sharded = {gib(self.training_state)} + unsharded fp32 gradients "
-            f"(micro-batch accumulation) {gib(self.training_accumulated)} + 2 gathered bf16 layers "
+            f"{TRAINING_BYTES_PER_PARAM} B/param sharded = {gib(self.training_state)} + fp32 gradients of 2 layers "
+            f"in flight {gib(self.training_inflight)} + 2 gathered bf16 layers "
             f"{gib(self.training_gathered)} = {gib(self.training_static)} per GPU before activations",
             f"  sampling  {c['sampling']} GPU(s) {describe_devices(d['sampling'])}: {c['sampling'] // self.tp} vLLM "
             f"replica(s) x TP {self.tp}; bf16 weights {gib(self.sampling_weights)} per GPU; KV cache at "
@@ -162,14 +162,13 @@ def make_plan(
     """
     state = TRAINING_BYTES_PER_PARAM * facts.params
     gathered = 2 * BF16 * facts.largest_layer
-    accumulated = ACCUMULATED_GRAD_BYTES_PER_PARAM * facts.params
-    room = TRAINING_SHARE * gpu_bytes - accumulated - gathered  # what is left on a GPU for the sharded state
+    inflight = 2 * INFLIGHT_GRAD_BYTES_PER_PARAM * facts.largest_layer
+    room = TRAINING_SHARE * gpu_bytes - inflight - gathered  # what is left on a GPU for the sharded state
     if room <= 0:
         raise PlanError(
-            f"{facts.name}: its unsharded fp32 gradients ({ACCUMULATED_GRAD_BYTES_PER_PARAM} B/param, "
-            f"{accumulated / GIB:.1f} GiB, on every training GPU while micro-batches accumulate) and 2 gathered "
-            f"layers exceed {TRAINING_SHARE:.0%} of a {gpu_bytes / GIB:.0f} GiB GPU: no number of training GPUs "
-            "fits; train a smaller model"
+            f"{facts.name}: 2 of its decoder layers' unsharded fp32 gradients ({inflight / GIB:.1f} GiB, in flight "
+            f"before their reduce-scatter) and 2 gathered layers exceed {TRAINING_SHARE:.0%} of a "
+            f"{gpu_bytes / GIB:.0f} GiB GPU: no number of training GPUs fits; train a smaller model"
         )
     least = max(1, math.ceil(state / room))
     if counts is None:
@@ -196,10 +195,10 @@ def make_plan(
     if counts["sampling"] % tp:
         raise PlanError(f"SAMPLING_GPUS={counts['sampling']} is not a multiple of the rollout TP {tp}")
     per_gpu_state = state / n_train
-    if per_gpu_state + accumulated + gathered > TRAINING_SHARE * gpu_bytes:
+    if per_gpu_state + inflight + gathered > TRAINING_SHARE * gpu_bytes:
         raise PlanError(
-            f"{facts.name}: {TRAINING_BYTES_PER_PARAM} B/param over {n_train} training GPU(s) and its unsharded "
-            f"gradients are {(per_gpu_state + accumulated + gathered) / GIB:.1f} GiB per GPU, above "
+            f"{facts.name}: {TRAINING_BYTES_PER_PARAM} B/param over {n_train} training GPU(s) and 4 layers "
+            f"are {(per_gpu_state + inflight + gathered) / GIB:.1f} GiB per GPU, above "
             f"{TRAINING_SHARE:.0%} of a {gpu_bytes / GIB:.0f} GiB GPU; give training at least {least} GPU(s) "
             "(TRAIN_GPUS)"
         )
@@ -220,7 +219,7 @@ def make_plan(
         devices=devices,
         training_state=per_gpu_state,
         training_gathered=gathered,
-        training_accumulated=accumulated,
+        training_inflight=inflight,
         sampling_weights=weights,
         kv_cache=kv,
         kv_tokens=tokens,

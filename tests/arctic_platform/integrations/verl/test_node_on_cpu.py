@@ -114,29 +114,33 @@ def test_main_ppo_refuses_the_rollout_tp_before_ray_starts(arctic_overrides, tin
 
 
 def test_the_launchers_plan_of_an_h200_node():
-    """node_plan on Qwen3-8B's architecture (its config's counts, as model_facts reads them on the meta device): the
-    default split, the memory per GPU it prints (the sharded state, the unsharded fp32 gradients micro-batches
-    accumulate, two gathered layers), a model whose training state cannot fit half the node, and one whose unsharded
-    gradients alone fill a GPU."""
+    """node_plan on Qwen3-8B's and Qwen3-14B's architectures (their configs' counts, as model_facts reads them on the
+    meta device): the default split, the memory per GPU it prints (the sharded state with the gradients sharded too,
+    two layers' gradients in flight before their reduce-scatter, two gathered layers), job sizes that leave too
+    little per GPU, and a model whose layers alone fill a GPU."""
     from arctic_platform.integrations.verl.node_plan import GIB, H200_GIB, ModelFacts, PlanError, make_plan
 
     qwen3_8b = ModelFacts("Qwen3ForCausalLM", 8_190_735_360, 192_946_432, layers=36, kv_heads=8, head_dim=128)
     plan = make_plan(qwen3_8b, gpus=8, gpu_bytes=H200_GIB * GIB, tp=1, utilization=0.5, seq_len=1536)
     assert plan.counts == {"training": 4, "sampling": 3, "log_prob": 1}
     assert round(plan.training_state / GIB, 1) == 30.5 and round(plan.sampling_weights / GIB, 1) == 15.3
-    assert round(plan.training_accumulated / GIB, 1) == 30.5  # 4 B/param on every training GPU, any number of them
-    assert round(plan.training_static / GIB, 1) == 61.7  # + 2 gathered bf16 layers (0.7 GiB)
-    assert "unsharded fp32 gradients (micro-batch accumulation) 30.5 GiB" in "\n".join(
-        plan.lines(qwen3_8b, "H200", 1536, 0.5)
-    )
+    # gradients reduce-scattered on every micro-batch: only two layers' fp32 gradients are unsharded at a time (main
+    # 7bf4344 kept the whole model's, 30.5 GiB on every training GPU, until the last micro-batch)
+    assert round(plan.training_inflight / GIB, 1) == 1.4
+    assert round(plan.training_static / GIB, 1) == 32.7  # + 2 gathered bf16 layers (0.7 GiB)
+    assert "fp32 gradients of 2 layers in flight 1.4 GiB" in "\n".join(plan.lines(qwen3_8b, "H200", 1536, 0.5))
     assert plan.kv_tokens == int(plan.kv_cache // (2 * 36 * 8 * 128 * 2))  # K and V, bf16, per layer and KV head
     tp2 = make_plan(qwen3_8b, gpus=8, gpu_bytes=H200_GIB * GIB, tp=2)
     assert tp2.counts["sampling"] % 2 == 0 and sum(tp2.counts.values()) == 8
-    big = ModelFacts("Big", 14_000_000_000, 400_000_000, layers=48, kv_heads=8, head_dim=128)
-    with pytest.raises(PlanError, match="training state needs 13 GPU"):  # 70.2 - 52.2 - 1.5 GiB left per GPU
-        make_plan(big, gpus=8, gpu_bytes=H200_GIB * GIB)
-    with pytest.raises(PlanError, match="give training at least 13 GPU"):
-        make_plan(big, gpus=32, gpu_bytes=H200_GIB * GIB, counts={"training": 8, "sampling": 8, "log_prob": 1})
-    huge = ModelFacts("Huge", 70_000_000_000, 1_000_000_000, layers=80, kv_heads=8, head_dim=128)
-    with pytest.raises(PlanError, match=r"unsharded fp32 gradients \(4 B/param, 260.8 GiB.*no number of training GPU"):
+    # Qwen3-14B (hidden 5120, 40 layers, MLP 17408, 8 KV heads, untied 151,936 vocabulary) on one node: 4 training
+    # GPUs at 58.7 GiB each (7bf4344 needed 16 training GPUs: its unsharded gradients were 55 GiB per GPU)
+    layer = 5120 * 5120 * 2 + 5120 * 1024 * 2 + 3 * 5120 * 17408 + 2 * 5120 + 2 * 128
+    qwen3_14b = ModelFacts("Qwen3ForCausalLM", 40 * layer + 151936 * 5120 * 2 + 5120, layer, 40, 8, 128)
+    plan = make_plan(qwen3_14b, gpus=8, gpu_bytes=H200_GIB * GIB)
+    assert plan.counts == {"training": 4, "sampling": 3, "log_prob": 1}
+    assert round(plan.training_static / GIB, 1) == 58.7 and round(plan.sampling_weights / GIB, 1) == 27.5
+    with pytest.raises(PlanError, match="give training at least 4 GPU"):
+        make_plan(qwen3_14b, gpus=32, gpu_bytes=H200_GIB * GIB, counts={"training": 2, "sampling": 8, "log_prob": 1})
+    huge = ModelFacts("Huge", 70_000_000_000, 8_000_000_000, layers=8, kv_heads=8, head_dim=128)
+    with pytest.raises(PlanError, match=r"decoder layers' unsharded fp32 gradients \(59.6 GiB.*no number of training"):
         make_plan(huge, gpus=32, gpu_bytes=H200_GIB * GIB)
