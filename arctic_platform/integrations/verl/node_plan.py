@@ -13,8 +13,9 @@ exits 2 with one line when the model does not fit.
   training ``16 B/param / training GPUs`` (fp32 master weights, fp32 gradients and AdamW's two fp32 moments, all
   sharded: verl's FSDP2 mixed precision; the gradients are reduce-scattered on every micro-batch, so they accumulate
   sharded too: docs/arctic-rl-server.md, "Memory") plus the unsharded fp32 gradients of the two decoder layers a
-  backward reduces at a time plus two gathered bf16 decoder layers (the one computing and the one prefetched); sampling bf16 weights ``/ TP`` and the KV cache vLLM gets at ``gpu_memory_utilization`` (tokens and
-  sequences of ``--seq-len`` it holds); the reference's bf16 weights. Activations come on top and depend on the
+  backward reduces at a time plus two gathered bf16 decoder layers (the one computing and the one prefetched);
+  sampling bf16 weights ``/ TP`` and the KV cache vLLM gets at ``gpu_memory_utilization`` (tokens and sequences of
+  ``--seq-len`` it holds); the reference's bf16 weights. Activations come on top and depend on the
   micro-batch: the plan refuses a split whose static training memory exceeds :data:`TRAINING_SHARE` of a GPU.
 * **Attention**: the first of flash_attention_3 / flash_attention_2 / sdpa the embedded server's engines load here
   (:func:`arctic_platform.server.capabilities.default_attention`).
