@@ -26,14 +26,19 @@ def test_top_level_rooms():
 
 
 def test_test_folders_mirror_installed_packages():
+    checked = {}
     for room, package in (("verl", "verl"), ("arctic_platform", "arctic_platform")):
         root = _package_dir(package)
+        checked[room] = 0
         for d in (REPO / "tests" / room).rglob("*"):
             if d.is_dir() and d.name != "__pycache__":
                 rel = d.relative_to(REPO / "tests" / room)
                 if (room, rel.parts[0]) in NO_COUNTERPART:
                     continue
                 assert (root / rel).is_dir(), f"tests/{room}/{rel} has no counterpart {package}/{rel}"
+                checked[room] += 1
+    # the walk saw the rooms' folders (an empty walk, e.g. a moved tests/ tree, would pass without this)
+    assert checked["verl"] >= 4 and checked["arctic_platform"] >= 4, checked
 
 
 def test_file_names_say_the_hardware():

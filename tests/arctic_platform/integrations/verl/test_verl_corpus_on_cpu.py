@@ -132,25 +132,13 @@ sampling device, a script's rollout TP above 1 (verl's default is 2) is refused 
 (or more sampling GPUs); a rollout DP above 1 likewise (replicas come from ``sampling_gpus / TP``). Expected on the
 embedded profile for every script whose effective TP / DP is above 1 (:func:`expected`); Arctic-Platform main sizes
 its own engines."""
-ROLLOUT_TP = "rollout world size"
-"""The rollout tensor-parallel refusal of verl's remote-backend trainer (``validate_remote_backend_config``): node's
-issue (29) turns it into a one-line start-up refusal, honoured where the backend can; until then it shows only once
-the forwarder count is fixed (a second try), and its way out ("set each of the three to 1") is applied here."""
 TRAINER_FIXES = {
     "algorithm.adv_estimator=gae": ["algorithm.adv_estimator=grpo", "critic.enable=false"],
-    # "set each of the three to 1" (TP, DP, PP); verl's RolloutConfig then wants expert parallelism = TP x DP = 1
-    ROLLOUT_TP: [
-        f"actor_rollout_ref.rollout.{k}=1"
-        for k in (
-            "tensor_model_parallel_size",
-            "data_parallel_size",
-            "pipeline_model_parallel_size",
-            "expert_parallel_size",
-        )
-    ],
 }
 """The way out of each line of verl's remote-backend trainer, as its own words give it ("use a critic-free estimator
-such as algorithm.adv_estimator=grpo", "set each of the three to 1")."""
+such as algorithm.adv_estimator=grpo"). The script's rollout parallelism is never rewritten here: the arctic replica
+spans one forwarder, so verl's rollout-world-size line does not arise, and the backend's own TP / DP refusals
+(:data:`TP`, :data:`DP`) carry their fixes."""
 A = "actor_rollout_ref.actor"
 DYN = f"{A}.use_dynamic_bsz"
 LOSS, CLIP, AGG = f"{A}.policy_loss.loss_mode", f"{A}.clip_ratio", f"{A}.loss_agg_mode"
@@ -325,16 +313,10 @@ def _refusals(cfg, profile):
 
 
 def _passes(overrides: list[str], profile) -> None:
-    """``compose_check`` (main_ppo's pre-Ray check, verl's validate_config, the client mapping) passes, once the
-    pending rollout-TP line is answered with its own way out (see :data:`ROLLOUT_TP`)."""
+    """``compose_check`` (main_ppo's pre-Ray check, verl's validate_config, the client mapping) passes as it is."""
     from arctic_platform.integrations.verl import compose_check
-    from verl.trainer.ppo.v1.trainer_remote_backend import RemoteBackendConfigError
 
-    try:
-        compose_check.check(overrides, profile=profile)
-    except RemoteBackendConfigError as e:
-        assert len(e.lines) == 1 and ROLLOUT_TP in e.lines[0], e.lines  # nothing but the pending TP line
-        compose_check.check([*overrides, *TRAINER_FIXES[ROLLOUT_TP]], profile=profile)
+    compose_check.check(overrides, profile=profile)
 
 
 # ------------------------------------------------------------------------------------------------ the tests
@@ -436,7 +418,6 @@ def test_a_sample_of_the_passing_scripts_runs_through_the_probe(path, probe_serv
     effective = [
         *overrides,
         *(f for r in refusals for f in r.fix),
-        *TRAINER_FIXES[ROLLOUT_TP],  # node's pending rollout-TP refusal (ROLLOUT_TP)
         f"trainer.default_local_dir={probe_server.work / 'ckpt'}",
         "remote_backend.arctic.backend.type=onprem",
         f"remote_backend.arctic.backend.url={probe_server.url}",
