@@ -425,3 +425,46 @@ def test_embedded_server_takes_the_recorded_frames(tiny_model_dir, tmp_path, ser
         r = httpx.post(f"{srv.url}/forward-backward", params={"job_id": ids["training"]}, timeout=120,
                        content=wire.encode(tree), headers={"Content-Type": "application/octet-stream"})  # fmt: skip
         assert r.status_code == 422 and "batch.response_mask is [4, 14] but not left-padded" in r.text, r.text
+
+
+def test_the_reference_log_probs_reach_the_kl_loss(recorded_run, tiny_model_dir, tmp_path):
+    """``use_kl_loss`` with ``low_var_kl``: the forwarder sends verl's ``ref_log_prob`` and the update's KL follows it.
+    With the reference equal to the current policy's log-probs the KL is 0 (what the corpus step sees at step 1);
+    with the reference 0.1 below them everywhere it is ``exp(-0.1) + 0.1 - 1`` per token, as verl's formula says."""
+    import math
+
+    from verl.utils import tensordict_utils as tu
+
+    from .batches import nested
+
+    case = _case()
+    onprem = [
+        "remote_backend.arctic.backend.type=onprem",
+        f"remote_backend.arctic.backend.url={recorded_run['server'].url}",
+    ]
+    kl = ["actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.actor.kl_loss_type=low_var_kl"]
+    cfg = _compose(_overrides(case, tiny_model_dir, tmp_path / "ckpt", [*onprem, *kl]))
+    worker = _worker(cfg, recorded_run["backend"].reconnect_handle())
+    rows = case["rows"]
+    plens = [len(p) for p in rows["prompts"]]
+    rlens = [len(r) for r in rows["responses"]]
+
+    async def update_with_reference(shift: float) -> float:
+        lp = (await worker.compute_log_prob(_v1_batch(case, 1.0, update=False)))["log_probs"].unbind()
+        # predict-next: response token k of a row is scored at slot prompt_len + k - 1
+        ref = [row[p - 1 : p - 1 + r] - shift for row, p, r in zip(lp, plens, rlens, strict=True)]
+        td = _v1_batch(case, 1.0, update=True)
+        td["ref_log_prob"] = nested([x.tolist() for x in ref], torch.float32)
+        out = await worker.update_actor(td)
+        kl_loss = tu.get(out, "metrics")["kl_loss"]  # verl's worker metric (the trainer prefixes actor/)
+        return float(kl_loss[0] if isinstance(kl_loss, list) else kl_loss)
+
+    async def run():
+        try:
+            return await update_with_reference(0.0), await update_with_reference(0.1)
+        finally:
+            await worker.backend.aclose()
+
+    same, below = asyncio.run(run())
+    assert abs(same) < 1e-5, same  # the reference is the policy: no KL
+    assert below == pytest.approx(math.exp(-0.1) + 0.1 - 1, rel=1e-3), below  # 0.0048374: the reference reached it
