@@ -233,7 +233,7 @@ def _unknown_keys(cfg: DictConfig) -> tuple[list[Refusal], list[str]]:
 def _verl_tp_default(cfg: DictConfig) -> Any:
     from .options import verl_defaults
 
-    return _get(verl_defaults(str(cfg.get("model_engine", "dp"))), TP)
+    return _get(verl_defaults(str(cfg.model_engine)), TP)
 
 
 def translate(cfg: DictConfig) -> Translation:
