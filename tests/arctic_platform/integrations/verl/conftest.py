@@ -105,3 +105,12 @@ def forwarder(ray_cpu, arctic_cfg, arctic_backend):
     wg = RayWorkerGroup(resource_pool=mgr.resource_pool_dict["global_pool"], ray_cls_with_init=cls)
     wg.init_model()
     return wg
+
+
+@pytest.fixture(scope="module")
+def probe_server(tiny_model_dir, tmp_path_factory, serve_server):
+    """One embedded server for a module's probes (its torch sampler: the probe's generate needs no vLLM start)."""
+    work = tmp_path_factory.mktemp("probe")
+    with serve_server(work, "--model", str(tiny_model_dir), "--sampling-engine", "torch") as srv:
+        srv.work = work
+        yield srv

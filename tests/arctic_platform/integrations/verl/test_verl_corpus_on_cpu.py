@@ -393,21 +393,13 @@ PROBED = (
 (GSPO), a LoRA adapter, and the Megatron engine's optimizer and schedule mapped onto the backend's."""
 
 
-@pytest.fixture(scope="module")
-def probe_server(tiny_model_dir, tmp_path_factory, serve_server):
-    """One embedded server for the sample (its torch sampler: the probe's generate needs no vLLM start)."""
-    work = tmp_path_factory.mktemp("corpus_probe")
-    with serve_server(work, "--model", str(tiny_model_dir), "--sampling-engine", "torch") as srv:
-        srv.work = work
-        yield srv
-
-
 @pytest.mark.parametrize("path", PROBED)
 def test_a_sample_of_the_passing_scripts_runs_through_the_probe(path, probe_server, corpus_files, tiny_model_dir):
     """The script's effective values (its own, the embedded profile's fixes, the tiny model) through the probe: one
     update, log-probs of both jobs, a generate and a weight sync against a real server."""
     from arctic_platform.integrations.verl.options import compose_config
-    from arctic_platform.integrations.verl.probe import probe
+
+    from .probing import probe_ok
 
     model, data = _inputs(path, corpus_files, tiny_model_dir)
     overrides = tiny(SCRIPTS[path], model, data, corpus_files["home"])
@@ -415,23 +407,4 @@ def test_a_sample_of_the_passing_scripts_runs_through_the_probe(path, probe_serv
     cfg = compose_config(overrides)
     refusals, _ = _refusals(cfg, prof)
     assert {r.setting.split("=")[0] for r in refusals} == expected(path, EMBEDDED, cfg), [str(r) for r in refusals]
-    effective = [
-        *overrides,
-        *(f for r in refusals for f in r.fix),
-        f"trainer.default_local_dir={probe_server.work / 'ckpt'}",
-        "remote_backend.arctic.backend.type=onprem",
-        f"remote_backend.arctic.backend.url={probe_server.url}",
-    ]
-    out: list[str] = []
-    rc = probe(effective, out=out.append)
-    text = "\n".join(out)
-    assert rc == 0, text
-    for line in (
-        "capability check: 0 refusal(s) by the embedded arctic-verl server",
-        "ok   update_actor: POST /forward-backward + POST /step",
-        "ok   compute_log_prob: POST /forward (training job)",
-        "ok   generate: POST /generate",
-        "ok   update_weights: weight sync training -> sampling",
-        "probe: OK",
-    ):
-        assert line in text, (line, text)
+    probe_ok(probe_server, [*overrides, *(f for r in refusals for f in r.fix)])
