@@ -27,8 +27,13 @@ one-device engine does (same functions, same 4xx), then:
   ``global_batch_size``) and verl's ``dp_size`` factor, which FSDP's gradient averaging cancels: N ranks give the
   one-rank gradient. Metrics are reduced over ranks as verl's training worker reduces them.
 * **Everything else** (step, checkpoints, HF export, profiler, sleep / wake) is sent to every rank; rank 0's reply is
-  the answer. A weight sync has rank 0 write the full weights (LoRA merged) as one safetensors file under
-  ``/dev/shm``, which the target reads.
+  the answer.
+* **Weight sync** (:class:`RankWeights`, a :class:`.engines.base.BucketedWeightSource`): the ranks plan the sync's
+  buckets (``--weight-sync-bucket-mb``, in the target's dtype), then gather one bucket at a time, tensor by tensor,
+  cast before the all-gather (bf16 for a vLLM sampler: half the bytes of the fp32 master weights; LoRA merged on the
+  gathered tensors), and rank 0 writes the bucket as one safetensors file in the target's ``/dev/shm`` folder, which
+  the target loads and removes before the next. No whole-model file is written and the server process never holds
+  the weights. A sharded log_prob job receives the same buckets: every rank reads the file and keeps its own slice.
 * **Failure is a job failure, never a hang**: a rank that dies, or fails with an internal error, stops the call at
   once; the driver kills the other ranks (they may be waiting in a collective) and raises
   :class:`~.errors.EngineFailed` with the reason, which fails the job (:func:`.engine_calls.call_locked`). A client
@@ -54,17 +59,18 @@ import torch
 
 from .batch import DenseBatch, select_rows
 from .engines.base import EngineSpec, ForwardInterface, TrainingInterface, WeightSource
-from .engines.shared import check_weight_layout, source_tensors, sync_folder, weights_file
+from .engines.shared import bucket_bytes, check_sync_space, check_weight_layout, nbytes, stream_buckets, sync_folder
 from .errors import EngineFailed, RequestError
 from .fsdp_worker import rank_main, rank_settings, receive, send
 from .loss import LossConfigError, MetricAccumulator, MicroBatching, micro_batch_rows
 from .model_engine import EngineSettings, forward_reply, plan_forward, resolve_dtype
 from .schedule import TrainingSettings
+from .settings import ServerLimits
 from .training_engine import plan_update, read_checkpoint_state
 
 logger = logging.getLogger("arctic_platform.server")
 
-__all__ = ["RankGroup", "ShardedForwardEngine", "ShardedTrainingEngine", "split_rows"]
+__all__ = ["RankGroup", "RankWeights", "ShardedForwardEngine", "ShardedTrainingEngine", "split_rows"]
 
 _START_TIMEOUT_S = 900.0
 _CLOSE_GRACE_S = 10.0
@@ -300,24 +306,31 @@ class RankGroup:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-class _SyncFile:
-    """A :class:`WeightSource` over the safetensors file rank 0 wrote (removed once read)."""
+class RankWeights:
+    """The weights of a sharded job as a :class:`.engines.base.BucketedWeightSource` (the module docstring's weight
+    sync); ``named_parameters()`` streams the same buckets in the ranks' own dtype through the group's folder."""
 
-    def __init__(self, group: RankGroup):
+    def __init__(self, group: RankGroup, bucket_bytes: int):
         self._group = group
+        self.bucket_bytes = int(bucket_bytes)
+
+    def bucket_plan(self, dtype: torch.dtype | None, bucket_bytes: int) -> list[list[tuple[str, list[int], int]]]:
+        msg = {"op": "sync_plan", "dtype": _dtype_name(dtype), "bucket_bytes": int(bucket_bytes)}
+        plan = self._group.call([msg] + [None] * (self._group.world - 1))[0]  # every rank would plan the same
+        return [[(n, list(shape), int(nb)) for n, shape, nb in b] for b in plan]
+
+    def write_bucket(self, names: list[str], dtype: torch.dtype | None, path: str) -> None:
+        self._group.call({"op": "write_sync_bucket", "names": list(names), "dtype": _dtype_name(dtype), "path": path})
 
     def named_parameters(self):
-        from safetensors import safe_open
+        from safetensors.torch import load_file
 
-        path = os.path.join(self._group.folder, "sync.safetensors")
-        self._group.call({"op": "write_sync_weights", "path": path})
-        try:
-            with safe_open(path, framework="pt") as f:
-                for name in f.keys():
-                    yield name, f.get_tensor(name)
-        finally:
-            with contextlib.suppress(OSError):
-                os.remove(path)
+        for path, _ in stream_buckets(self, self._group.folder, bucket_bytes=self.bucket_bytes):
+            yield from load_file(path).items()
+
+
+def _dtype_name(dtype: torch.dtype | None) -> str | None:
+    return None if dtype is None else str(dtype).removeprefix("torch.")
 
 
 class _ShardedMemory:
@@ -393,6 +406,7 @@ class ShardedTrainingEngine(_ShardedMemory, TrainingInterface):
         threads: int | None = None,
         timeout_s: float = 1800.0,
         full_determinism: bool = False,
+        weight_sync_bucket_mb: float = ServerLimits.weight_sync_bucket_mb,
         group: RankGroup | None = None,
     ):
         if settings.dtype == "float16":
@@ -420,6 +434,7 @@ class ShardedTrainingEngine(_ShardedMemory, TrainingInterface):
         self.param_names: list[str] = hello["trainable"]
         self.param_dtype = resolve_dtype(hello["param_dtype"])
         self._describe: dict = hello["describe"]
+        self._weights = RankWeights(self._group, bucket_bytes(weight_sync_bucket_mb))
 
     @classmethod
     def from_spec(cls, spec: EngineSpec) -> ShardedTrainingEngine:
@@ -430,6 +445,7 @@ class ShardedTrainingEngine(_ShardedMemory, TrainingInterface):
             threads=spec.threads,
             timeout_s=spec.engine_timeout_s,
             full_determinism=spec.full_determinism,
+            weight_sync_bucket_mb=spec.weight_sync_bucket_mb,
         )
 
     @property
@@ -522,7 +538,7 @@ class ShardedTrainingEngine(_ShardedMemory, TrainingInterface):
 
     # ---- weights ----
     def weights_for_sync(self) -> WeightSource:
-        return _SyncFile(self._group)
+        return self._weights
 
 
 class ShardedForwardEngine(_ShardedMemory, ForwardInterface):
@@ -538,6 +554,7 @@ class ShardedForwardEngine(_ShardedMemory, ForwardInterface):
         threads: int | None = None,
         timeout_s: float = 1800.0,
         full_determinism: bool = False,
+        weight_sync_bucket_mb: float = ServerLimits.weight_sync_bucket_mb,
         group: RankGroup | None = None,
     ):
         self.settings = settings
@@ -553,6 +570,10 @@ class ShardedForwardEngine(_ShardedMemory, ForwardInterface):
         hello = self._group.hello
         self.vocab_size = int(hello["vocab_size"])
         self.param_shapes: dict[str, list[int]] = hello["param_shapes"]
+        self._weights = RankWeights(self._group, bucket_bytes(weight_sync_bucket_mb))
+        # a sync from a training job lands here one bucket at a time, in float32 at most
+        sizes = [nbytes(shape, torch.float32) for shape in self.param_shapes.values()]
+        check_sync_space(self._group.folder, min(sum(sizes), max([self._weights.bucket_bytes, *sizes])))
 
     @classmethod
     def from_spec(cls, spec: EngineSpec) -> ShardedForwardEngine:
@@ -562,6 +583,7 @@ class ShardedForwardEngine(_ShardedMemory, ForwardInterface):
             threads=spec.threads,
             timeout_s=spec.engine_timeout_s,
             full_determinism=spec.full_determinism,
+            weight_sync_bucket_mb=spec.weight_sync_bucket_mb,
         )
 
     def describe(self) -> dict[str, Any]:
@@ -586,12 +608,14 @@ class ShardedForwardEngine(_ShardedMemory, ForwardInterface):
         return self._group.call(msg)[0]
 
     def load_weights_from(self, source: WeightSource) -> None:
-        state = source_tensors(source)
-        check_weight_layout({n: list(t.shape) for n, t in state.items()}, self.param_shapes)
-        with weights_file(self._group.folder, state) as path:
-            self._group.call({"op": "load_weights_file", "path": path})
+        """The source's buckets (:func:`.engines.shared.stream_buckets`, its own dtype) into every rank's shards; a
+        sharded source's plan is checked against this model before any bucket moves (409, nothing changed)."""
+        for path, _ in stream_buckets(
+            source, self._group.folder, bucket_bytes=self._weights.bucket_bytes, want=self.param_shapes
+        ):
+            self._group.call({"op": "load_sync_bucket", "path": path})
 
     def weight_norm(self) -> tuple[float, int]:
         from .model_engine import weight_norm
 
-        return weight_norm(_SyncFile(self._group))
+        return weight_norm(self._weights)

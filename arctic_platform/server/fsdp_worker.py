@@ -53,7 +53,7 @@ from typing import Any
 import torch
 
 from ..reasons import one_line
-from .engines.shared import watch_parent
+from .engines.shared import nbytes, plan_buckets, watch_parent
 from .errors import RequestError
 from .logprob_engine import ForwardEngine
 from .model_engine import EngineSettings, param_items, resolve_dtype
@@ -62,7 +62,7 @@ from .training_engine import TrainingEngine
 
 logger = logging.getLogger("arctic_platform.server")
 
-__all__ = ["RankForward", "RankTrainer", "lora_merged_state", "rank_main", "receive", "send"]
+__all__ = ["RankForward", "RankTrainer", "rank_main", "receive", "send"]
 
 _LOWER_PRECISION = (torch.bfloat16, torch.float16)
 
@@ -146,6 +146,75 @@ class _Shard:
             return {}
         return {n: sd[n].contiguous() for n, _ in param_items(self.model)}
 
+    # ---- weight sync: buckets written straight from the gather ----
+    def _exports(self) -> dict[str, tuple[list[int], torch.dtype, Any]]:
+        """What a sync sends, in order: name -> (shape, dtype, ``full(dtype)``: the full tensor, gathered over the
+        ranks (collective), cast to ``dtype`` before the gather (None: its own)). LoRA (training) is merged in: the
+        base weights under the model folder's names (peft's prefix and ``.base_layer`` removed), as
+        :class:`.training_engine.MergedWeights` names them."""
+        params = param_items(self.model)
+        if not getattr(self, "is_lora", False):
+            return {n: (list(p.shape), p.dtype, _full_fn(p)) for n, p in params}
+        from peft.tuners.lora import LoraLayer
+
+        by_name = dict(params)
+        merged: dict[str, Any] = {}
+        for mname, mod in self.model.named_modules():
+            if isinstance(mod, LoraLayer) and "default" in getattr(mod, "lora_A", {}):
+                merged[f"{mname}.base_layer.weight"] = _merged_fn(
+                    by_name[f"{mname}.base_layer.weight"],
+                    by_name[f"{mname}.lora_A.default.weight"],
+                    by_name[f"{mname}.lora_B.default.weight"],
+                    mod,
+                )
+        out: dict[str, tuple[list[int], torch.dtype, Any]] = {}
+        for n, p in params:
+            if "lora_" in n:
+                continue
+            name = n.removeprefix("base_model.model.").replace(".base_layer", "")
+            out[name] = (list(p.shape), p.dtype, merged.get(n) or _full_fn(p))
+        return out
+
+    def sync_plan(self, dtype: str | None, bucket_bytes: int) -> list[list]:
+        """The buckets of a sync in ``dtype`` (:meth:`.engines.base.BucketedWeightSource.bucket_plan`)."""
+        want = resolve_dtype(dtype) if dtype else None
+        tensors = [(n, shape, nbytes(shape, want or dt)) for n, (shape, dt, _) in self._exports().items()]
+        return plan_buckets(tensors, bucket_bytes)
+
+    def write_sync_bucket(self, names: list[str], dtype: str | None, path: str) -> int:
+        """Gather the tensors ``names`` in ``dtype`` (collective) and write them as ``path`` on rank 0; returns the
+        tensor count."""
+        want = resolve_dtype(dtype) if dtype else None
+        exports = self._exports()
+        out: dict[str, torch.Tensor] = {}
+        with torch.no_grad():
+            for n in names:
+                t = exports[n][2](want)
+                if self.rank == 0:
+                    out[n] = t.to("cpu").contiguous()
+        if self.rank == 0:
+            _write_atomic(path, out)
+        return len(names)
+
+    def load_sync_bucket(self, path: str) -> int:
+        """Copy one bucket file (full tensors, model folder names) into this rank's shards: every rank reads the
+        file and keeps its own slice (``distribute_tensor`` with no source rank: nothing is sent)."""
+        from safetensors.torch import load_file
+        from torch.distributed.tensor import DTensor, distribute_tensor
+
+        params = dict(param_items(self.model))
+        state = load_file(path)
+        with torch.no_grad():
+            for n, full in state.items():
+                p = params[n]
+                full = full.to(p.device, p.dtype)
+                if isinstance(p, DTensor):
+                    local = distribute_tensor(full, p.device_mesh, p.placements, src_data_rank=None).to_local()
+                    p.to_local().copy_(local)
+                else:
+                    p.copy_(full)
+        return len(state)
+
     def _load_full_state(self, weights: dict[str, torch.Tensor]) -> None:
         """Every rank's shard from a full state that only rank 0 holds (collective)."""
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
@@ -201,10 +270,14 @@ class RankTrainer(_Shard, TrainingEngine):
         return tensors, groups
 
     def _export_state(self) -> dict[str, torch.Tensor] | None:
-        full = self._gathered_state()
-        if self.rank != 0 or not self.is_lora:
-            return full
-        return lora_merged_state(self.model, full)
+        """What a sync sends (LoRA merged in), gathered tensor by tensor onto rank 0's CPU ({} elsewhere)."""
+        out: dict[str, torch.Tensor] = {}
+        with torch.no_grad():
+            for n, (_, _, full) in self._exports().items():
+                t = full(None)
+                if self.rank == 0:
+                    out[n] = t.to("cpu").contiguous()
+        return out
 
     def _save_adapter(self, out: Path, weights: dict[str, torch.Tensor]) -> None:
         self.model.save_pretrained(out, state_dict=weights)
@@ -242,18 +315,6 @@ class RankTrainer(_Shard, TrainingEngine):
             options=StateDictOptions(full_state_dict=True),
         )
 
-    # ---- weight sync ----
-    def write_sync_weights(self, path: str) -> int:
-        """The weights a sync sends (LoRA merged in) as the safetensors file ``path``, written by rank 0
-        atomically (collective; returns the tensor count on rank 0, 0 elsewhere)."""
-        state = self._gathered_state()
-        if self.rank != 0:
-            return 0
-        if self.is_lora:
-            state = lora_merged_state(self.model, state)
-        _write_atomic(path, state)
-        return len(state)
-
 
 class RankForward(_Shard, ForwardEngine):
     """One rank of a sharded forward-only engine (job ``log_prob``)."""
@@ -266,17 +327,31 @@ class RankForward(_Shard, ForwardEngine):
     def _load_model(self, settings: EngineSettings, train: bool):
         return self._load_sharded_source(settings, train)
 
-    def write_sync_weights(self, path: str) -> int:
-        state = self._gathered_state()
-        if self.rank != 0:
-            return 0
-        _write_atomic(path, state)
-        return len(state)
 
-    def load_weights_file(self, path: str) -> None:
-        from safetensors.torch import load_file
+def _full_fn(p):
+    def full(dtype: torch.dtype | None) -> torch.Tensor:
+        from torch.distributed.tensor import DTensor
 
-        self._load_full_state(load_file(path) if self.rank == 0 else {})
+        t = p.detach()
+        if dtype is not None and t.dtype != dtype:
+            t = t.to(dtype)  # before the gather: bf16 moves half the bytes of the fp32 master weights
+        return t.full_tensor() if isinstance(t, DTensor) else t
+
+    return full
+
+
+def _merged_fn(base, lora_a, lora_b, mod):
+    """peft's ``Linear.get_delta_weight`` merged into the base weight, on the gathered tensors (their own dtype),
+    then cast."""
+
+    def full(dtype: torch.dtype | None) -> torch.Tensor:
+        from peft.utils.other import transpose
+
+        w, a, b = _full_fn(base)(None), _full_fn(lora_a)(None), _full_fn(lora_b)(None)
+        t = w + (transpose(b @ a, mod.fan_in_fan_out) * mod.scaling["default"]).to(w.dtype)
+        return t.to(dtype) if dtype is not None else t
+
+    return full
 
 
 def _write_atomic(path: str, state: dict[str, torch.Tensor]) -> None:
@@ -287,7 +362,7 @@ def _write_atomic(path: str, state: dict[str, torch.Tensor]) -> None:
 
 
 def _check_lora_layers(model) -> None:
-    """The sharded engine merges LoRA into full weights itself (:func:`lora_merged_state`), for peft's linear
+    """The sharded engine merges LoRA into full weights itself (:meth:`_Shard._exports`), for peft's linear
     layers; anything else is refused when the job is built."""
     from peft.tuners.lora import LoraLayer
     from peft.tuners.lora.layer import Linear
@@ -299,30 +374,6 @@ def _check_lora_layers(model) -> None:
                 "layers only (no DoRA, embedding or parameter targets); use training_gpus=1 or target linear layers",
                 422,
             )
-
-
-def lora_merged_state(peft_model, full: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The base model's weights with the ``default`` adapter merged in, from the peft model's full (unmerged) state
-    ``full``: peft's ``Linear.get_delta_weight`` (``transpose(B @ A, fan_in_fan_out) * scaling``) on the gathered
-    tensors, named as :class:`.training_engine.MergedWeights` names them."""
-    from peft.tuners.lora import LoraLayer
-    from peft.utils.other import transpose
-
-    deltas: dict[str, torch.Tensor] = {}
-    for mname, mod in peft_model.named_modules():
-        if isinstance(mod, LoraLayer) and "default" in getattr(mod, "lora_A", {}):
-            a = full[f"{mname}.lora_A.default.weight"]
-            b = full[f"{mname}.lora_B.default.weight"]
-            deltas[f"{mname}.base_layer.weight"] = transpose(b @ a, mod.fan_in_fan_out) * mod.scaling["default"]
-    prefix = "base_model.model."
-    out: dict[str, torch.Tensor] = {}
-    for name, value in full.items():
-        if "lora_" in name:
-            continue
-        if name in deltas:
-            value = value + deltas[name].to(value.dtype)
-        out[name.removeprefix(prefix).replace(".base_layer", "")] = value.contiguous()
-    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -466,11 +517,12 @@ def _serve(conn, eng, build, rank: int) -> None:
                 value = eng.reload()
             elif op == "empty_cache":
                 value = eng.empty_cache()
-            elif op == "write_sync_weights":
-                value = eng.write_sync_weights(msg["path"])
-            elif op == "load_weights_file":
-                eng.load_weights_file(msg["path"])
-                value = None
+            elif op == "sync_plan":
+                value = eng.sync_plan(msg["dtype"], msg["bucket_bytes"])
+            elif op == "write_sync_bucket":
+                value = eng.write_sync_bucket(msg["names"], msg["dtype"], msg["path"])
+            elif op == "load_sync_bucket":
+                value = eng.load_sync_bucket(msg["path"])
             elif op == "log_probs_text":
                 value = eng.log_probs_text(eng.tokenizer(), msg["prompts"], msg["completions"], msg["top_k"])
             else:

@@ -41,8 +41,10 @@ routes treat both alike:
   the torch engine computes the same quantity.
 * **Weight sync** (:meth:`load_weights_from`) streams the training weights once, each tensor cast to the
   sampler's dtype (bf16 on CUDA: half the bytes of the fp32 master weights, and never a full copy), into buckets of
-  ``--weight-sync-bucket-mb``: each bucket is one safetensors file under ``/dev/shm`` that every replica's workers
-  load at the same time (the worker extension, :mod:`.vllm_worker`, runs vLLM's layerwise reload around the
+  ``--weight-sync-bucket-mb`` (:func:`.engines.shared.stream_buckets`): each bucket is one safetensors file under
+  ``/dev/shm``, written by a sharded training job's rank 0 straight from its gather (cast to bf16 before the
+  all-gather: no fp32 whole-model file, no re-read by the server), that every replica's workers load at the same
+  time (the worker extension, :mod:`.vllm_worker`, runs vLLM's layerwise reload around the
   buckets). ``/dev/shm`` must hold one bucket (or the largest tensor): checked when the job starts and before each
   sync, with an error naming the sizes and the fix. The prefix cache is reset afterwards (cached KV belongs to the
   old weights). The job lock makes the sync wait for the batch in flight, so no sequence mixes two policy versions.
@@ -72,7 +74,7 @@ import torch
 
 from ..reasons import one_line
 from .engines.base import EngineSpec, SamplingInterface, WeightSource
-from .engines.shared import check_weight_layout, sync_folder, weights_file
+from .engines.shared import bucket_bytes, check_sync_space, stream_buckets, sync_folder
 from .errors import RequestError
 from .model_engine import EngineSettings, resolve_dtype
 from .placement import PlacementError, describe_devices, engine_visible_devices, sampling_replicas
@@ -85,7 +87,6 @@ __all__ = [
     "DEFAULT_WEIGHT_SYNC_BUCKET_MB",
     "SAMPLING_ENGINES",
     "VllmSamplingEngine",
-    "check_sync_space",
     "check_vllm_config",
     "engine_kwargs",
     "resolve_sampling_engine",
@@ -320,7 +321,7 @@ class VllmSamplingEngine(SamplingInterface):
         self.pad_id = int(pad) if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
         self._ckpt_shapes = _checkpoint_shapes(Path(settings.model_path))
         self._dtype = resolve_dtype(settings.dtype)
-        self.bucket_bytes = max(1, int(float(weight_sync_bucket_mb) * 1024**2))
+        self.bucket_bytes = bucket_bytes(weight_sync_bucket_mb)
         check_sync_space(self._tmp, self._sync_need())  # a /dev/shm too small for one bucket fails the job now
         if self.device.type == "cpu":
             _cpu_notes(vllm_config or {})
@@ -514,45 +515,25 @@ class VllmSamplingEngine(SamplingInterface):
             f.result()
 
     def load_weights_from(self, source: WeightSource) -> None:
-        """Training weights -> every replica, in buckets of the sampler's dtype (module docstring); the source is
-        read once. Each tensor's name and shape are checked against the model folder before its bucket is sent (409
-        naming it); the names are checked complete at the end.
+        """Training weights -> every replica, in buckets of the sampler's dtype (module docstring), through
+        :func:`.engines.shared.stream_buckets`: a sharded training job's ranks write each bucket themselves, cast
+        before their gather (its plan is checked against the model folder before anything is sent), an in-process
+        source is read once and cast where it lives. Every replica loads each bucket at the same time.
 
         Raises:
-            RequestError: 409 on a name or shape the model does not have (the sampler then holds partly updated
-                weights: sync again from a matching source, or recreate the job), 507 when ``/dev/shm`` cannot hold a
-                bucket.
+            RequestError: 409 on a name or shape the model does not have (from an in-process source the sampler may
+                then hold partly updated weights: sync again from a matching source, or recreate the job), 507 when
+                ``/dev/shm`` cannot hold a bucket.
         """
         check_sync_space(self._tmp, self._sync_need())
-        want = self._ckpt_shapes
-        seen: dict[str, list[int]] = {}
-        bucket: dict[str, torch.Tensor] = {}
-        size, n_bucket, started = 0, 0, False
-
-        def flush() -> None:
-            nonlocal bucket, size, n_bucket, started
-            if not bucket:
-                return
+        started = False
+        for path, _ in stream_buckets(
+            source, self._tmp, bucket_bytes=self.bucket_bytes, dtype=self._dtype, want=self._ckpt_shapes
+        ):
             if not started:
                 self._on_replicas("arctic_begin_weights")
                 started = True
-            with weights_file(self._tmp, bucket, name=f"bucket-{n_bucket}.safetensors") as path:
-                self._on_replicas("arctic_load_bucket", path)
-            bucket, size, n_bucket = {}, 0, n_bucket + 1
-
-        for name, p in source.named_parameters():
-            shape = list(p.shape)
-            if want is not None and (name not in want or want[name] != shape):
-                check_weight_layout({**seen, name: shape}, {k: want[k] for k in [*seen, name] if k in want})
-            seen[name] = shape
-            t = p.detach().to(dtype=self._dtype).to("cpu").contiguous()  # cast where the weight lives, then copy
-            if bucket and size + t.numel() * t.element_size() > self.bucket_bytes:
-                flush()
-            bucket[name] = t
-            size += t.numel() * t.element_size()
-        flush()
-        if want is not None:
-            check_weight_layout(seen, want)  # nothing missing
+            self._on_replicas("arctic_load_bucket", path)
         if started:
             self._on_replicas("arctic_finish_weights")
         for r in self._replicas:
@@ -615,23 +596,6 @@ class VllmSamplingEngine(SamplingInterface):
         if pool is not None:
             pool.shutdown(wait=False)
         shutil.rmtree(self._tmp, ignore_errors=True)
-
-
-def check_sync_space(folder: str, need: int) -> None:
-    """The sync folder (``/dev/shm`` when writable) has ``need`` bytes free.
-
-    Raises:
-        RequestError: 507 naming both sizes and the ways out.
-    """
-    free = shutil.disk_usage(folder).free
-    if free < need:
-        raise RequestError(
-            f"a weight sync needs {need / 1024**2:.0f} MiB free in {os.path.dirname(folder) or folder} (one bucket "
-            f"of --weight-sync-bucket-mb, or the model's largest tensor in the sampler's dtype) but only "
-            f"{free / 1024**2:.0f} MiB are free: enlarge it (docker run --shm-size=...) or lower "
-            "--weight-sync-bucket-mb",
-            507,
-        )
 
 
 # ------------------------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ..schedule import TrainingSettings
 
 __all__ = [
+    "BucketedWeightSource",
     "Engine",
     "EngineSpec",
     "ForwardInterface",
@@ -64,6 +65,20 @@ class WeightSource(Protocol):
     """What a weight sync reads: ``(name, full tensor)`` pairs under the model folder's parameter names."""
 
     def named_parameters(self) -> Iterable[tuple[str, torch.Tensor]]: ...
+
+
+class BucketedWeightSource(WeightSource, Protocol):
+    """A source held in other processes (a sharded training job's ranks) that writes a sync's buckets itself: the
+    full tensors are gathered there, cast to the target's dtype before the gather, and written as one safetensors
+    file per bucket, so the server never holds (or re-reads) a whole-model file (:func:`.shared.stream_buckets`)."""
+
+    def bucket_plan(self, dtype: torch.dtype | None, bucket_bytes: int) -> list[list[tuple[str, list[int], int]]]:
+        """The sync's buckets in order: ``(name, shape, bytes in dtype)`` per tensor (``None``: the source's own
+        dtype); a bucket holds ``bucket_bytes`` or one larger tensor."""
+
+    def write_bucket(self, names: list[str], dtype: torch.dtype | None, path: str) -> None:
+        """Write the tensors ``names`` (one bucket of :meth:`bucket_plan`) in ``dtype`` as the safetensors file
+        ``path``, atomically."""
 
 
 @dataclass

@@ -20,7 +20,9 @@ process when its parent dies. Imports torch only inside the functions that need 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -32,12 +34,17 @@ from ..errors import RequestError
 if TYPE_CHECKING:
     import torch
 
-    from .base import WeightSource
+    from .base import BucketedWeightSource, WeightSource
 
 __all__ = [
+    "bucket_bytes",
+    "check_sync_space",
     "check_weight_layout",
+    "nbytes",
+    "plan_buckets",
     "shm_dir",
     "source_tensors",
+    "stream_buckets",
     "sync_folder",
     "watch_parent",
     "weights_file",
@@ -91,6 +98,108 @@ def weights_file(folder: str, tensors: Mapping[str, torch.Tensor], name: str = "
     finally:
         with contextlib.suppress(OSError):
             os.remove(path)
+
+
+def check_sync_space(folder: str, need: int) -> None:
+    """The sync folder (``/dev/shm`` when writable) has ``need`` bytes free.
+
+    Raises:
+        RequestError: 507 naming both sizes and the ways out.
+    """
+    free = shutil.disk_usage(folder).free
+    if free < need:
+        raise RequestError(
+            f"a weight sync needs {need / 1024**2:.0f} MiB free in {os.path.dirname(folder) or folder} (one bucket "
+            f"of --weight-sync-bucket-mb, or the model's largest tensor in the target's dtype) but only "
+            f"{free / 1024**2:.0f} MiB are free: enlarge it (docker run --shm-size=...) or lower "
+            "--weight-sync-bucket-mb",
+            507,
+        )
+
+
+def stream_buckets(
+    source: WeightSource | BucketedWeightSource,
+    folder: str,
+    *,
+    bucket_bytes: int,
+    dtype: torch.dtype | None = None,
+    want: Mapping[str, Sequence[int]] | None = None,
+) -> Iterator[tuple[str, dict[str, list[int]]]]:
+    """A weight sync as a stream of bucket files: yields ``(path, {name: shape})`` per bucket, each a safetensors
+    file of at most ``bucket_bytes`` (or one larger tensor) in ``dtype`` (``None``: the source's own) under
+    ``folder``; the file is removed when the consumer asks for the next one. At any moment the sync holds one bucket,
+    never the whole model.
+
+    A :class:`.base.BucketedWeightSource` (a sharded training job) plans its buckets, and the plan is checked against
+    ``want`` (name -> shape) and the folder's free space before the first bucket is written, so a mismatch changes
+    nothing; its ranks write each bucket themselves (cast before the gather). Any other source is read once, each
+    tensor checked against ``want`` as it comes, cast where it lives and copied to the CPU.
+
+    Raises:
+        RequestError: 409 on a name or shape ``want`` does not have (an in-process source: the buckets already
+            yielded were delivered), 507 when ``folder`` cannot hold a bucket.
+    """
+    if hasattr(source, "bucket_plan"):
+        plan = source.bucket_plan(dtype, bucket_bytes)
+        if want is not None:
+            check_weight_layout({n: s for b in plan for n, s, _ in b}, want)
+        check_sync_space(folder, max((sum(nb for *_, nb in b) for b in plan), default=0))
+        for k, b in enumerate(plan):
+            path = os.path.join(folder, f"bucket-{k}.safetensors")
+            source.write_bucket([n for n, *_ in b], dtype, path)
+            try:
+                yield path, {n: list(s) for n, s, _ in b}
+            finally:
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+        return
+    seen: dict[str, list[int]] = {}
+    bucket: dict[str, torch.Tensor] = {}
+    size, k = 0, 0
+    for name, p in source.named_parameters():
+        shape = list(p.shape)
+        if want is not None and (name not in want or list(want[name]) != shape):
+            check_weight_layout({**seen, name: shape}, {n: want[n] for n in [*seen, name] if n in want})
+        seen[name] = shape
+        t = p.detach()
+        t = (t.to(dtype=dtype) if dtype is not None else t).to("cpu").contiguous()  # cast where it lives, then copy
+        nbytes = t.numel() * t.element_size()
+        if bucket and size + nbytes > bucket_bytes:
+            with weights_file(folder, bucket, name=f"bucket-{k}.safetensors") as path:
+                yield path, {n: list(v.shape) for n, v in bucket.items()}
+            bucket, size, k = {}, 0, k + 1
+        bucket[name] = t
+        size += nbytes
+    if bucket:
+        with weights_file(folder, bucket, name=f"bucket-{k}.safetensors") as path:
+            yield path, {n: list(v.shape) for n, v in bucket.items()}
+    if want is not None:
+        check_weight_layout(seen, want)  # nothing missing
+
+
+def plan_buckets(tensors: Sequence[tuple[str, list[int], int]], bucket_bytes: int) -> list[list]:
+    """``(name, shape, bytes)`` in order, cut into buckets of at most ``bucket_bytes`` (or one larger tensor)."""
+    buckets: list[list] = []
+    size = 0
+    for name, shape, nbytes in tensors:
+        if not buckets or (buckets[-1] and size + nbytes > bucket_bytes):
+            buckets.append([])
+            size = 0
+        buckets[-1].append((name, list(shape), int(nbytes)))
+        size += nbytes
+    return buckets
+
+
+def bucket_bytes(mb: float) -> int:
+    """``--weight-sync-bucket-mb`` in bytes (at least 1)."""
+    return max(1, int(float(mb) * 1024**2))
+
+
+def nbytes(shape: Sequence[int], dtype: torch.dtype) -> int:
+    """Bytes of a tensor of ``shape`` in ``dtype``."""
+    import torch
+
+    return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
 
 
 def watch_parent(on_orphan: Callable[[], None], parent_pid: int | None = None, interval_s: float = 0.5):

@@ -28,10 +28,12 @@ import time
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 import verl.utils.fsdp_utils  # noqa: F401  (the FSDP engine reads verl's FSDP helpers: a broken import fails here)
 from arctic_platform.protocol import JobConfig, JobStatus
 from arctic_platform.server.engine_calls import call_locked
+from arctic_platform.server.engines.shared import stream_buckets
 from arctic_platform.server.errors import EngineFailed, RequestError
 from arctic_platform.server.fsdp_engine import RankGroup, ShardedForwardEngine, ShardedTrainingEngine, split_rows
 from arctic_platform.server.jobs import Job
@@ -178,6 +180,43 @@ def test_two_ranks_train_lora_as_one(tiny_model_dir, tmp_path, ranks):
         resumed = TrainingEngine(s, _training(lora))
         resumed.load(tmp_path / "checkpoint-3")
         _assert_weights(one, resumed, weight_tol)
+    finally:
+        two.close()
+
+
+def test_a_sync_streams_buckets_the_ranks_write_in_the_targets_dtype(tiny_model_dir, tmp_path, ranks):
+    """The ranks plan the sync's buckets in the target's dtype and write each one themselves (cast before the
+    gather): one file at a time in the target's folder, each tensor exactly the fp32 master weight cast to bf16; a plan
+    the target does not match is refused before any bucket is written."""
+    two = ShardedTrainingEngine(_settings(tiny_model_dir, "float32"), _training(), TWO, group=ranks)
+    try:
+        two.forward_backward(_batch(31), VANILLA)
+        two.step()
+        src = two.weights_for_sync()
+        master = dict(src.named_parameters())  # the same stream, in the ranks' own dtype
+        assert master.keys() == two.param_shapes.keys() and all(t.dtype == torch.float32 for t in master.values())
+        cap = 40_000
+        plan = src.bucket_plan(torch.bfloat16, cap)
+        assert len(plan) > 2 and sorted(n for b in plan for n, *_ in b) == sorted(master)
+        for b in plan:
+            assert all(nb == master[n].numel() * 2 for n, _, nb in b)
+            assert sum(nb for *_, nb in b) <= cap or len(b) == 1
+        want = {n: list(t.shape) for n, t in master.items()}
+        folder = tmp_path / "sync"
+        folder.mkdir()
+        got: dict[str, torch.Tensor] = {}
+        for path, shapes in stream_buckets(src, str(folder), bucket_bytes=cap, dtype=torch.bfloat16, want=want):
+            assert os.listdir(folder) == [os.path.basename(path)]  # one bucket on disk at a time
+            part = load_file(path)
+            assert {n: list(t.shape) for n, t in part.items()} == shapes
+            got.update(part)
+        assert os.listdir(folder) == [] and got.keys() == master.keys()
+        for n, t in got.items():
+            assert t.dtype == torch.bfloat16 and torch.equal(t, master[n].to(torch.bfloat16)), n
+        bad = {**want, "lm_head.extra": [3]}
+        with pytest.raises(RequestError, match=r"unexpected \[\]|missing \['lm_head.extra'\]") as e:
+            next(stream_buckets(src, str(folder), bucket_bytes=cap, dtype=torch.bfloat16, want=bad))
+        assert e.value.status == 409 and os.listdir(folder) == []
     finally:
         two.close()
 

@@ -77,7 +77,7 @@ def test_route_items_keeps_a_group_on_one_replica_and_spreads_the_groups():
 
 
 def test_a_sync_folder_too_small_for_a_bucket_is_refused_with_the_sizes(tmp_path):
-    from arctic_platform.server.vllm_engine import check_sync_space
+    from arctic_platform.server.engines.shared import check_sync_space
 
     check_sync_space(str(tmp_path), 1)
     with pytest.raises(RequestError) as e:

@@ -8,8 +8,9 @@ worker). One server, one job, several things asserted (each vLLM start costs 20-
 * the engine runs TP 2 (read back from vLLM's workers: two per replica) in 2 replicas;
 * a GRPO group's samples go to one replica and the groups spread over both; greedy tokens and log-probs equal the
   Hugging Face model computed here, on either replica;
-* a weight sync in buckets smaller than one tensor reaches every replica: each one's log-probs equal the trainer's
-  ``/forward`` afterwards; ``/weight-norm`` refuses a tensor-parallel sampler (409).
+* a weight sync from a two-rank (FSDP2) training job, in buckets smaller than one tensor that the ranks write
+  themselves in the sampler's dtype, reaches every replica: each one's log-probs equal the trainer's ``/forward``
+  afterwards; ``/weight-norm`` refuses a tensor-parallel sampler (409).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def test_two_tensor_parallel_replicas_route_groups_and_all_receive_the_weights(t
 
     hf = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32).eval()
     args = ("--model", str(tiny_model_dir), "--max-seq-len", "64", "--log-prob-gpus", "0", "--sampling-gpus", "4")
+    args += ("--training-gpus", "2")  # the sync's source is a sharded job: its ranks write the buckets
     args += ("--sampling-engine", "vllm", "--weight-sync-bucket-mb", "0.05")  # 52 KiB buckets: ~8 per sync
     with serve_server(tmp_path, *args, timeout=120) as s, httpx.Client(base_url=s.url, timeout=600) as http:
         r = http.post("/initialize", json={"job_type": "sampling", "vllm_config": {"tensor_parallel_size": 3}})
@@ -73,7 +75,8 @@ def test_two_tensor_parallel_replicas_route_groups_and_all_receive_the_weights(t
             assert r.status_code == 200, r.text
             ids[jt] = r.json()["job_id"]
         info = _wait_running(http, ids["sampling"])
-        _wait_running(http, ids["training"])
+        t_info = _wait_running(http, ids["training"])
+        assert t_info["devices"] == ["cpu", "cpu"] and t_info["engine"] == "fsdp"
         ec = info["engine_config"]
         assert info["devices"] == ["cpu"] * 4 and ec["tensor_parallel_size"] == 2
         assert ec["replicas"] == ["cpu x2", "cpu x2"] and [len(w) for w in ec["workers_cuda_visible_devices"]] == [2, 2]

@@ -1,0 +1,139 @@
+# Copyright 2026 The arctic-verl Authors
+# SPDX-License-Identifier: Apache-2.0
+"""A weight sync from a two-rank FSDP2 training job to a vLLM sampler, on CPU: this checkout vs another one.
+
+Each code under test runs in its own child process: it builds the training job (``ShardedTrainingEngine``, 2 gloo
+ranks, float32 master weights) and the sampling job (``VllmSamplingEngine``, one replica, ``--sampler-dtype``), then
+syncs ``--repeat`` times, timing each sync and sampling ``/dev/shm``'s used bytes every 2 ms while it runs. Prints,
+per code, the median seconds and the peak extra ``/dev/shm`` bytes of a sync, the ratio old / new of both, and
+writes ``benchmarks/results/server/weight_sync.csv``. ``--code DIR`` adds another checkout's ``arctic_platform``
+(e.g. a ``git worktree`` of the commit before the bucketed sync) to the same run.
+
+    cd /tmp && python /path/to/benchmarks/server/bench_weight_sync.py --code /tmp/old-checkout [--repeat 3]
+
+The model is a random Qwen2 (vocabulary 32000, hidden 512, 8 layers, intermediate 1408: ~58M parameters, 232 MB in
+float32), 1 thread per rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write_csv  # noqa: E402
+
+
+_MARK = "weight-sync-result: "
+
+
+def _peak_shm(stop: threading.Event, out: list[int]) -> None:
+    base = shutil.disk_usage("/dev/shm").used
+    peak = 0
+    while not stop.is_set():
+        peak = max(peak, shutil.disk_usage("/dev/shm").used - base)
+        time.sleep(0.002)
+    out.append(peak)
+
+
+def child(args) -> None:
+    import torch
+
+    from arctic_platform.server.fsdp_engine import ShardedTrainingEngine
+    from arctic_platform.server.model_engine import EngineSettings
+    from arctic_platform.server.schedule import TrainingSettings
+    from arctic_platform.server.vllm_engine import VllmSamplingEngine
+
+    torch.manual_seed(0)
+    train = EngineSettings(model_path=args.model, device="cpu", dtype="float32", max_seq_len=256)
+    sample = EngineSettings(model_path=args.model, device="cpu", dtype=args.sampler_dtype, max_seq_len=256)
+    trainer = ShardedTrainingEngine(train, TrainingSettings(), ["cpu", "cpu"], threads=1)
+    sampler = VllmSamplingEngine(sample, {"enforce_eager": True}, threads=1, weight_sync_bucket_mb=args.bucket_mb)
+    try:
+        times, peaks = [], []
+        for _ in range(args.repeat):
+            stop, peak = threading.Event(), []
+            watch = threading.Thread(target=_peak_shm, args=(stop, peak))
+            watch.start()
+            t0 = time.perf_counter()
+            sampler.load_weights_from(trainer.weights_for_sync())
+            times.append(time.perf_counter() - t0)
+            stop.set()
+            watch.join()
+            peaks.append(peak[0])
+        times.sort()
+        print(_MARK + json.dumps({"seconds": times[len(times) // 2], "peak_shm_bytes": max(peaks)}), flush=True)
+    finally:
+        sampler.close()
+        trainer.close()
+
+
+def _run(model: Path, code: str | None, args) -> dict:
+    cmd = [sys.executable, __file__, "--child", "--model", str(model), "--repeat", str(args.repeat)]
+    cmd += ["--sampler-dtype", args.sampler_dtype, "--bucket-mb", str(args.bucket_mb)]
+    env = dict(os.environ, PYTHONPATH=code) if code else dict(os.environ)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith(_MARK)]
+    if res.returncode != 0 or not lines:
+        raise SystemExit(f"{code or 'installed'}: the child failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
+    return json.loads(lines[-1].removeprefix(_MARK))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--code", action="append", default=[], help="another checkout's root to compare (repeatable)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--sampler-dtype", default="bfloat16")
+    ap.add_argument("--bucket-mb", type=float, default=32.0)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--model", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(args)
+    from arctic_platform.fixtures import make_tiny_model
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        model = make_tiny_model(
+            Path(tmp) / "model",
+            vocab_size=32000,
+            tokenizer_size=300,
+            hidden_size=512,
+            num_layers=8,
+            num_heads=8,
+            num_kv_heads=2,
+            intermediate_size=1408,
+            seed=0,
+        )
+        results = {code or "installed": _run(model, code, args) for code in [None, *args.code]}
+    new = results["installed"]
+    for label, r in results.items():
+        rows.append(
+            {
+                "code": label,
+                "sampler_dtype": args.sampler_dtype,
+                "bucket_mb": args.bucket_mb,
+                "seconds": round(r["seconds"], 3),
+                "peak_shm_mib": round(r["peak_shm_bytes"] / 1024**2, 1),
+                "seconds_over_installed": round(r["seconds"] / new["seconds"], 2),
+                "peak_shm_over_installed": round(r["peak_shm_bytes"] / max(1, new["peak_shm_bytes"]), 2),
+            }
+        )
+        print(
+            f"{label}: sync {r['seconds']:.2f} s, peak /dev/shm {r['peak_shm_bytes'] / 1024**2:.0f} MiB "
+            f"(x{r['seconds'] / new['seconds']:.2f} time, x{r['peak_shm_bytes'] / max(1, new['peak_shm_bytes']):.2f} "
+            "/dev/shm vs installed)"
+        )
+    print(write_csv("weight_sync", rows))
+
+
+if __name__ == "__main__":
+    main()
