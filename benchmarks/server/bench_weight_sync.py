@@ -31,7 +31,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write_csv  # noqa: E402
 
-
 _MARK = "weight-sync-result: "
 
 
