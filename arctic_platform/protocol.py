@@ -69,6 +69,7 @@ __all__ = [
     "JobStatus",
     "JobType",
     "JobTypeName",
+    "LOG_PROB_DEVICES",
     "Lora",
     "LrSchedule",
     "OptimizerSpec",
@@ -77,6 +78,7 @@ __all__ = [
     "build_ds_config",
     "ds_scheduler",
     "first_error",
+    "distinct_gpus",
     "gpus_flag",
     "job_gpu_counts",
     "normalize_state",
@@ -103,6 +105,20 @@ def job_gpu_counts(source: Any) -> dict[str, int]:
     """Job type -> GPUs (0: no such job), read from ``source``'s ``<job type>_gpus`` fields: the server's
     ``--training-gpus`` / ``--sampling-gpus`` / ``--log-prob-gpus`` flags, its ``ServerLimits``, the client config."""
     return {t: int(getattr(source, f"{t}_gpus")) for t in JOB_TYPES}
+
+
+LOG_PROB_DEVICES = ("own", "training")
+"""Where the log_prob (reference) job runs: ``own`` GPUs after the other jobs', or the ``training`` job's GPUs (a
+sharded forward-only copy beside the training shards, used between the training job's phases, as stock verl
+colocates its reference): server ``--log-prob-devices``, client and plugin ``log_prob_devices``."""
+
+
+def distinct_gpus(source: Any) -> int:
+    """The GPUs ``source``'s jobs occupy together: the sum of :func:`job_gpu_counts`, less the log_prob job's when it
+    runs on the training job's GPUs (``log_prob_devices == "training"``)."""
+    counts = job_gpu_counts(source)
+    shared = getattr(source, "log_prob_devices", "own") == "training"
+    return sum(counts.values()) - (counts["log_prob"] if shared else 0)
 
 
 def gpus_flag(job_type: str) -> str:

@@ -221,7 +221,9 @@ class AsyncArcticRLClient:
                     raise ArcticRLError(
                         None, "job ids given (reconnect) with a local backend; use onprem with the URL", "start"
                     )
-                self._server = LocalServer(b, job_gpus=gpus, max_seq_len=c.max_seq_len, device=c.device)
+                self._server = LocalServer(
+                    b, job_gpus=gpus, max_seq_len=c.max_seq_len, device=c.device, log_prob_devices=c.log_prob_devices
+                )
                 self.url = await self._server.start()
                 health_wait = max(1.0, self._server.deadline - time.monotonic())
             else:

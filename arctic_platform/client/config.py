@@ -260,6 +260,10 @@ class ArcticRLClientConfig(_Model):
     """0: no sampling job."""
     log_prob_gpus: int = Field(1, ge=0)
     """0: no log_prob job; ``forward(ref=True)`` then raises "No log_prob job initialized."."""
+    log_prob_devices: Literal["own", "training"] = "own"
+    """Where the embedded server runs the log_prob job: GPUs of its ``own``, or the ``training`` job's (sharded
+    beside the training shards; ``log_prob_gpus`` must then equal ``training_gpus``). A remote server places its
+    jobs itself: ``training`` is refused for ``onprem`` and ``cortex``."""
     job_ready_timeout: float = Field(1800.0, gt=0)
     """Max seconds for a job to become running (a terminal state fails at once)."""
     request_timeout: float = Field(1800.0, gt=0)
@@ -280,6 +284,17 @@ class ArcticRLClientConfig(_Model):
     def _some_job(self):
         if not self.reconnecting and max(job_gpu_counts(self).values()) == 0:
             raise ValueError("at least one of training_gpus / sampling_gpus / log_prob_gpus must be > 0")
+        if self.log_prob_devices == "training":
+            if self.backend.type != "local":
+                raise ValueError(
+                    f"log_prob_devices=training places jobs on the embedded server; the {self.backend.type} backend "
+                    "places its own jobs: use log_prob_devices=own"
+                )
+            if self.log_prob_gpus not in (0, self.training_gpus):
+                raise ValueError(
+                    f"log_prob_devices=training runs the log_prob job on the training job's {self.training_gpus} "
+                    f"GPU(s), but log_prob_gpus={self.log_prob_gpus}: set log_prob_gpus={self.training_gpus}"
+                )
         return self
 
     @property

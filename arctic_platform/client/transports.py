@@ -276,9 +276,18 @@ def server_environment(environ, extra_env: dict[str, str], *, ray_gave_no_gpu: b
 class LocalServer:
     """The embedded server as a child process (its own session, so a terminal's Ctrl-C reaches only the client)."""
 
-    def __init__(self, cfg: LocalConfig, *, job_gpus: dict[str, int], max_seq_len: int, device: str):
+    def __init__(
+        self,
+        cfg: LocalConfig,
+        *,
+        job_gpus: dict[str, int],
+        max_seq_len: int,
+        device: str,
+        log_prob_devices: str = "own",
+    ):
         self.cfg = cfg
         self.job_gpus = job_gpus
+        self.log_prob_devices = log_prob_devices
         self.max_seq_len = max_seq_len
         self.device = device
         self.proc: subprocess.Popen | None = None
@@ -312,6 +321,7 @@ class LocalServer:
             "--threads", str(cfg.threads),
             "--max-seq-len", str(self.max_seq_len),
             "--device", self.device,
+            "--log-prob-devices", self.log_prob_devices,
             "--exit-with-parent",
         ]  # fmt: skip
         if cfg.token_env_var:

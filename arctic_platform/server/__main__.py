@@ -32,7 +32,7 @@ import socket
 import sys
 from pathlib import Path
 
-from ..protocol import JOB_TYPES, gpus_flag, job_gpu_counts
+from ..protocol import JOB_TYPES, LOG_PROB_DEVICES, gpus_flag, job_gpu_counts
 from .logs import events, logger
 from .settings import SAMPLING_ENGINES, ServerLimits, ServerSettings
 
@@ -67,6 +67,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=ServerLimits.device,
         help="auto (GPUs if available), cpu, cuda (one GPU per job: training cuda:0, sampling cuda:1, log_prob "
         "cuda:2 when there are enough) or cuda:N (every job on GPU N)",
+    )
+    parser.add_argument(
+        "--log-prob-devices",
+        choices=LOG_PROB_DEVICES,
+        default=ServerLimits.log_prob_devices,
+        help="own: the log_prob (reference) job gets GPUs of its own; training: it runs sharded on the training "
+        "job's GPUs (--log-prob-gpus must equal --training-gpus)",
     )
     parser.add_argument(
         "--job-devices",
@@ -187,6 +194,7 @@ def run(args) -> int:
             device=args.device,
             device_count=torch.cuda.device_count() if torch.cuda.is_available() else 0,
             overrides=job_devices,
+            log_prob_devices=args.log_prob_devices,
         )
     except PlacementError as e:
         print(f"arctic-verl server: {e}", file=sys.stderr)
@@ -197,6 +205,7 @@ def run(args) -> int:
         training_gpus=args.training_gpus,
         sampling_gpus=args.sampling_gpus,
         log_prob_gpus=args.log_prob_gpus,
+        log_prob_devices=args.log_prob_devices,
         default_model=str(Path(args.model).resolve()) if args.model else None,
         device=args.device,
         dtype=args.dtype,

@@ -521,9 +521,13 @@ def job_devices(lim: ServerLimits, cfg: JobConfig) -> tuple[str, ...]:
     try:
         asked = cfg.extensions.device or "auto"
         if asked in ("auto", "cuda"):
-            devices = place_jobs(requested, device=lim.device, device_count=count, overrides=lim.job_devices)[
-                cfg.job_type
-            ]
+            devices = place_jobs(
+                requested,
+                device=lim.device,
+                device_count=count,
+                overrides=lim.job_devices,
+                log_prob_devices=lim.log_prob_devices,
+            )[cfg.job_type]
             if asked == "cuda" and not devices[0].startswith("cuda"):
                 devices = (check_device("cuda", count, f"{cfg.job_type} job"),)
         else:

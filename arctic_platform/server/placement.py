@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from ..protocol import JOB_TYPES, gpus_flag
+from ..protocol import JOB_TYPES, LOG_PROB_DEVICES, gpus_flag
 
 Devices = tuple[str, ...]
 """A job's devices: ``("cuda:4", "cuda:5")``, or ``("cpu",) * workers``."""
@@ -95,7 +95,12 @@ def check_devices(spec: str, count: int, device_count: int, what: str) -> Device
 
 
 def place_jobs(
-    requested: dict[str, int], *, device: str, device_count: int, overrides: dict[str, str] | None = None
+    requested: dict[str, int],
+    *,
+    device: str,
+    device_count: int,
+    overrides: dict[str, str] | None = None,
+    log_prob_devices: str = "own",
 ) -> dict[str, Devices]:
     """The devices of every requested job (count > 0).
 
@@ -105,6 +110,8 @@ def place_jobs(
             over the GPUs) or ``cuda:N`` (every job on that one device; one GPU per job).
         device_count: GPUs visible (``torch.cuda.device_count()``).
         overrides: job type -> ``cpu``, ``cuda:N`` or ``cuda:N-M`` (``--job-devices``), taking precedence.
+        log_prob_devices: ``own`` (its own range) or ``training`` (``--log-prob-devices``: the training job's
+            devices, which the log_prob job then needs as many of as training has).
 
     Returns:
         job type -> its devices, for the jobs with a count > 0.
@@ -117,6 +124,9 @@ def place_jobs(
     if unknown:
         raise PlacementError(f"unknown job type(s) {unknown} (one of {JOB_TYPES})")
     counts = {j: int(requested.get(j, 0)) for j in JOB_TYPES if int(requested.get(j, 0)) > 0}
+    shared = _shared_log_prob(counts, log_prob_devices, overrides or {})
+    if shared:
+        log_prob = counts.pop("log_prob")
     if device == "auto":
         device = "cuda" if device_count > 0 else "cpu"
     out: dict[str, Devices] = {}
@@ -139,7 +149,36 @@ def place_jobs(
     for j, spec in (overrides or {}).items():
         if j in out:
             out[j] = check_devices(spec, counts[j], device_count, f"{j} job")
+    if shared:
+        counts["log_prob"] = log_prob
+        out["log_prob"] = out["training"]
     return out
+
+
+def _shared_log_prob(counts: dict[str, int], log_prob_devices: str, overrides: dict[str, str]) -> bool:
+    """Whether the log_prob job takes the training job's devices (``--log-prob-devices training``).
+
+    Raises:
+        PlacementError: an unknown value, no training job, a log_prob count other than training's, or a
+            ``--job-devices`` entry for the log_prob job as well.
+    """
+    if log_prob_devices not in LOG_PROB_DEVICES:
+        raise PlacementError(f"--log-prob-devices {log_prob_devices!r} is not one of {LOG_PROB_DEVICES}")
+    if log_prob_devices == "own" or "log_prob" not in counts:
+        return False
+    train, lp = counts.get("training", 0), counts["log_prob"]
+    if train != lp:
+        raise PlacementError(
+            f"--log-prob-devices training runs the log_prob job on the training job's {train} device(s), but it asks "
+            f"for {lp} (--log-prob-gpus {lp}); set --log-prob-gpus {train} (remote_backend.arctic.log_prob_gpus="
+            f"{train}), or --log-prob-devices own"
+        )
+    if "log_prob" in overrides:
+        raise PlacementError(
+            f"--job-devices log_prob={overrides['log_prob']} and --log-prob-devices training both place the log_prob "
+            "job; keep one"
+        )
+    return True
 
 
 def _ranges(counts: dict[str, int], device_count: int) -> dict[str, Devices]:
@@ -216,7 +255,14 @@ def describe_devices(devices: Devices) -> str:
     return ",".join(devices)
 
 
-def split_node(gpus: int, *, tensor_parallel_size: int = 1, reference: bool = True, min_training: int = 1) -> dict:
+def split_node(
+    gpus: int,
+    *,
+    tensor_parallel_size: int = 1,
+    reference: bool = True,
+    min_training: int = 1,
+    reference_on_training: bool = False,
+) -> dict:
     """The default job sizes of a node of ``gpus`` GPUs (the H200 launcher's split).
 
     Half the node trains (FSDP over those GPUs: the update of a GRPO step is as long as its generation, and the
@@ -224,7 +270,8 @@ def split_node(gpus: int, *, tensor_parallel_size: int = 1, reference: bool = Tr
     state needs); one GPU computes reference log-probs when there is a reference (forward-only, bf16 weights);
     the rest samples, rounded down to a multiple of ``tensor_parallel_size`` (replicas = sampling / TP), and what
     rounding leaves goes back to training. When half the node leaves no room for one replica, training gets fewer
-    GPUs (never below ``min_training``).
+    GPUs (never below ``min_training``). With ``reference_on_training`` the reference runs sharded on the training
+    GPUs (``--log-prob-devices training``): it takes no GPU of its own, and ``log_prob`` is the training count.
 
     Returns:
         ``{"training": n, "sampling": n, "log_prob": n, "replicas": n}``.
@@ -233,7 +280,7 @@ def split_node(gpus: int, *, tensor_parallel_size: int = 1, reference: bool = Tr
         PlacementError: a node too small for one training GPU, the reference and one sampling replica.
     """
     tp = max(1, int(tensor_parallel_size))
-    ref = 1 if reference else 0
+    ref = 1 if reference and not reference_on_training else 0
     least = max(1, int(min_training))
     sampling = (gpus - max(least, gpus // 2) - ref) // tp * tp
     if sampling < tp:  # half the node for training leaves no replica: train on fewer GPUs (never below least)
@@ -243,4 +290,6 @@ def split_node(gpus: int, *, tensor_parallel_size: int = 1, reference: bool = Tr
             f"{gpus} GPU(s) cannot hold {least} training GPU(s), {ref} reference GPU and one sampling replica of "
             f"{tp} GPU(s) (tensor_model_parallel_size={tp})"
         )
-    return {"training": gpus - ref - sampling, "sampling": sampling, "log_prob": ref, "replicas": sampling // tp}
+    training = gpus - ref - sampling
+    log_prob = training if reference and reference_on_training else ref
+    return {"training": training, "sampling": sampling, "log_prob": log_prob, "replicas": sampling // tp}

@@ -39,6 +39,8 @@ class ServerLimits:
     """``--sampling-gpus``: sampling workers (0: no sampling job)."""
     log_prob_gpus: int = 1
     """``--log-prob-gpus``: log_prob workers (0: no log_prob job)."""
+    log_prob_devices: str = "own"
+    """``--log-prob-devices``: ``own`` GPUs, or the ``training`` job's (:func:`.placement.place_jobs`)."""
     default_model: str | None = None
     """``--model``: the model folder of ``/initialize`` bodies without ``model_name``."""
     device: str = "auto"

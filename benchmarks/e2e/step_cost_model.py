@@ -10,10 +10,10 @@ Four layouts side by side, in one run:
   GPU: ``node_plan``'s split); rows computed at the frame's padding, full-vocabulary logits at every position, the
   weight sync through a whole fp32 file, generation in coalesced waves of 64 prompts that each wait for their tail,
   the reference unsharded on one GPU;
-* ``arctic now``: this checkout (real tokens, logits at response positions, bf16 buckets the training ranks write,
-  sharded gradients); generation and the reference as before;
-* ``arctic +3+5``: a projection with issue #42's items 3 (one continuous wave) and 5 (the reference sharded over the
-  training GPUs between phases) built.
+* ``arctic now``: this checkout with the launcher's default split (real tokens, logits at response positions, bf16
+  buckets the training ranks write, sharded gradients, the reference sharded on the 4 training GPUs, so 4 sampling
+  GPUs); generation in waves as before;
+* ``arctic +3``: a projection with issue #42's item 3 (one continuous wave) built.
 
 Each in sync mode (phases one after another, as verl's sync trainer runs them) and, for the split layouts, async
 (generation of step k+1 beside training of step k: the step is the longer of the two). Prints the table, the ratio of
@@ -191,12 +191,13 @@ def layouts(shape: Shape, args) -> dict[str, dict[str, float]]:
 
     def split(padded: bool, everywhere: bool, sync_kind: str, waves: int, ref_gpus: int) -> dict[str, float]:
         fwd = forward_flops(shape, padded, everywhere)
+        sampling = 8 - 4 - (1 if ref_gpus == 1 else 0)  # a reference on the training GPUs frees its GPU to sample
         return {
-            "generate": generation(shape, 3, 1, waves, args),
+            "generate": generation(shape, sampling, 1, waves, args),
             "old_log_prob": phase_seconds(fwd, 4, args),
             "ref": phase_seconds(fwd, ref_gpus, args),
             "update_actor": phase_seconds(4 * fwd, 4, args),
-            "weight_sync": weight_sync(sync_kind, 4, 3, args),
+            "weight_sync": weight_sync(sync_kind, 4, sampling, args),
             "sleep_wake": 0.0,
         }
 
@@ -204,8 +205,8 @@ def layouts(shape: Shape, args) -> dict[str, dict[str, float]]:
     return {
         "stock": stock,
         "arctic 7bf4344": split(True, True, "fp32-file", waves, 1),
-        "arctic now": split(False, False, "bf16-buckets", waves, 1),
-        "arctic +3+5": split(False, False, "bf16-buckets", 1, 4),
+        "arctic now": split(False, False, "bf16-buckets", waves, 4),
+        "arctic +3": split(False, False, "bf16-buckets", 1, 4),
     }
 
 

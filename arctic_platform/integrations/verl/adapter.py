@@ -348,6 +348,7 @@ def build_client_config(main_config: DictConfig, opts: ArcticOptions):
         training_gpus=opts.training_gpus,
         sampling_gpus=opts.sampling_gpus,
         log_prob_gpus=opts.log_prob_gpus,
+        log_prob_devices=opts.log_prob_devices,
         job_ready_timeout=opts.timeouts.job_ready,
         request_timeout=opts.timeouts.request,
         connect_timeout=opts.timeouts.connect,
@@ -410,7 +411,7 @@ class ArcticRemoteBackend(RemoteBackend):
             raise ArcticConfigError(_header(early, view.backend, None), early)
         client_config = build_client_config(main_config, opts)
         from arctic_platform.client import ArcticRLClient
-        from arctic_platform.protocol import job_gpu_counts
+        from arctic_platform.protocol import distinct_gpus
 
         placement = placement_note(main_config)
         if placement:  # one line, before the backend is asked anything
@@ -446,7 +447,7 @@ class ArcticRemoteBackend(RemoteBackend):
             client.close()
             raise
         on_gpu = cortex or str(training.get("device", "cpu")).startswith("cuda")
-        gpus = sum(job_gpu_counts(client_config).values())
+        gpus = distinct_gpus(client_config)
         handle["num_gpus"] = gpus if on_gpu else 0
         handle["training_gpus"] = client_config.training_gpus if on_gpu else 0
         handle["device_name"] = training.get("device_name", "")

@@ -183,14 +183,24 @@ def job_sizes_refusal(cfg: DictConfig, opts: Any, view: SamplerView) -> Optional
     from arctic_platform.server.placement import PlacementError, place_jobs, split_node
 
     counts = {j: int(getattr(opts, f"{j}_gpus")) for j in JOBS}
+    on_training = opts.log_prob_devices == "training"
+    if on_training and counts["log_prob"] != counts["training"]:
+        return None  # log_prob_devices_refusal names it
     try:
-        place_jobs(counts, device="cuda", device_count=view.device_count)
+        place_jobs(counts, device="cuda", device_count=view.device_count, log_prob_devices=opts.log_prob_devices)
         return None
     except PlacementError:
         pass
     way, fix = f"set them to add up to at most {view.device_count}", []
+    if on_training:
+        way = f"set training_gpus + sampling_gpus to at most {view.device_count} (the reference shares training's)"
     try:
-        split = split_node(view.device_count, tensor_parallel_size=_int(cfg, TP_KEY), reference=counts["log_prob"] > 0)
+        split = split_node(
+            view.device_count,
+            tensor_parallel_size=_int(cfg, TP_KEY),
+            reference=counts["log_prob"] > 0,
+            reference_on_training=on_training,
+        )
         fix = [f"{GPUS_KEY.format(j)}={split[j]}" for j in JOBS]
         way += f" (this node's default split: {' '.join(fix)})"
     except PlacementError:
@@ -202,6 +212,33 @@ def job_sizes_refusal(cfg: DictConfig, opts: Any, view: SamplerView) -> Optional
         way,
         fix,
     )
+
+
+def log_prob_devices_refusal(cfg: DictConfig, opts: Any, view: SamplerView) -> Optional[Refusal]:
+    """``remote_backend.arctic.log_prob_devices=training``: only the embedded server places jobs so, and the
+    log_prob job then has as many GPUs as training (its shards sit beside training's)."""
+    if opts.log_prob_devices != "training":
+        return None
+    key = "remote_backend.arctic.log_prob_devices"
+    if str(opts.backend.type) != "local":
+        return Refusal(
+            f"{key}=training",
+            view.backend,
+            "places its own jobs (only the embedded server, backend.type=local, runs the reference on the training "
+            "GPUs)",
+            f"set {key}=own",
+            [f"{key}=own"],
+        )
+    train, lp = int(opts.training_gpus), int(opts.log_prob_gpus)
+    if lp not in (0, train):
+        return Refusal(
+            f"{key}=training, {shown(GPUS_KEY.format('log_prob'), lp)}",
+            view.backend,
+            f"runs the reference sharded on the training job's {train} GPU(s), so it needs as many",
+            f"set {GPUS_KEY.format('log_prob')}={train}, or {key}=own",
+            [f"{GPUS_KEY.format('log_prob')}={train}"],
+        )
+    return None
 
 
 def arctic_inference_refusal(cfg: DictConfig, opts: Any, view: SamplerView) -> list[Refusal]:
@@ -233,6 +270,7 @@ CHECKS = {
     f"{R}.pipeline_model_parallel_size": parallel_refusal(f"{R}.pipeline_model_parallel_size"),
     GPUS_KEY.format("sampling"): replicas_refusal,
     GPUS_KEY.format("training"): job_sizes_refusal,
+    "remote_backend.arctic.log_prob_devices": log_prob_devices_refusal,
     "remote_backend.arctic.rollout.zorro_inference.enable": arctic_inference_refusal,
 }
 """Setting -> its check."""

@@ -3,19 +3,23 @@
 """How the H200 launcher uses a node with the embedded server: the jobs' GPUs and the memory each GPU needs.
 
 ``python -m arctic_platform.integrations.verl.node_plan --model DIR [--gpus 8] [--tp 1] ...`` prints the plan
-(stderr) and the launcher's variables (stdout: ``TRAIN_GPUS=4 SAMPLING_GPUS=3 LOG_PROB_GPUS=1 ATTN_IMPL=...``), or
-exits 2 with one line when the model does not fit.
+(stderr) and the launcher's variables (stdout: ``TRAIN_GPUS=4 SAMPLING_GPUS=4 LOG_PROB_GPUS=4
+LOG_PROB_DEVICES=training ATTN_IMPL=...``), or exits 2 with one line when the model does not fit.
 
 * **Split** (:func:`arctic_platform.server.placement.split_node`): all the node's GPUs; half train (FSDP2, as many
-  as the training state needs when that is more), one computes the reference log-probs, the rest sample as
-  ``sampling / TP`` vLLM replicas. Given job sizes (``--training-gpus`` ...) are kept and only checked.
+  as the training state needs when that is more), the rest sample as ``sampling / TP`` vLLM replicas. The reference
+  log-probs run sharded on the training GPUs (``--reference-devices training``, the default: a bf16 forward-only
+  copy beside the training shards, used between the training phases, as stock verl colocates its reference; on an
+  8B model that is 4x the reference's GPUs and one more sampling GPU, see docs/cost-model.md), or on one GPU of
+  their own (``--reference-devices own``). Given job sizes (``--training-gpus`` ...) are kept and only checked.
 * **Memory per GPU**, from the model's config (its parameters counted on the meta device, no weights read):
   training ``16 B/param / training GPUs`` (fp32 master weights, fp32 gradients and AdamW's two fp32 moments, all
   sharded: verl's FSDP2 mixed precision; the gradients are reduce-scattered on every micro-batch, so they accumulate
   sharded too: docs/arctic-rl-server.md, "Memory") plus the unsharded fp32 gradients of the two decoder layers a
   backward reduces at a time plus two gathered bf16 decoder layers (the one computing and the one prefetched);
   sampling bf16 weights ``/ TP`` and the KV cache vLLM gets at ``gpu_memory_utilization`` (tokens and sequences of
-  ``--seq-len`` it holds); the reference's bf16 weights. Activations come on top and depend on the
+  ``--seq-len`` it holds); the reference's bf16 weights (``/ training GPUs`` when they sit beside training's, and then
+  counted in the training GPUs' static memory). Activations come on top and depend on the
   micro-batch: the plan refuses a split whose static training memory exceeds :data:`TRAINING_SHARE` of a GPU.
 * **Attention**: the first of flash_attention_3 / flash_attention_2 / sdpa the embedded server's engines load here
   (:func:`arctic_platform.server.capabilities.default_attention`).
@@ -111,12 +115,14 @@ class Plan:
     log_prob_weights: float
     attention: str
     why: str
+    log_prob_devices: str = "own"
 
     @property
     def training_static(self) -> float:
         """A training GPU's memory before activations: its shard, two layers' gradients in flight, two gathered
-        layers."""
-        return self.training_state + self.training_inflight + self.training_gathered
+        layers, and the reference's shard when it runs there."""
+        ref = self.log_prob_weights if self.log_prob_devices == "training" else 0.0
+        return self.training_state + self.training_inflight + self.training_gathered + ref
 
     def lines(self, facts: ModelFacts, gpu_name: str, seq_len: int, utilization: float) -> list[str]:
         gib = lambda b: f"{b / GIB:.1f} GiB"  # noqa: E731
@@ -128,16 +134,23 @@ class Plan:
             "rank(s); "
             f"{TRAINING_BYTES_PER_PARAM} B/param sharded = {gib(self.training_state)} + fp32 gradients of 2 layers "
             f"in flight {gib(self.training_inflight)} + 2 gathered bf16 layers "
-            f"{gib(self.training_gathered)} = {gib(self.training_static)} per GPU before activations",
+            f"{gib(self.training_gathered)}"
+            + (
+                f" + the reference's bf16 shard {gib(self.log_prob_weights)}"
+                if self.log_prob_devices == "training"
+                else ""
+            )
+            + f" = {gib(self.training_static)} per GPU before activations",
             f"  sampling  {c['sampling']} GPU(s) {describe_devices(d['sampling'])}: {c['sampling'] // self.tp} vLLM "
             f"replica(s) x TP {self.tp}; bf16 weights {gib(self.sampling_weights)} per GPU; KV cache at "
             f"gpu_memory_utilization {utilization:g}: {gib(self.kv_cache)} per GPU = {self.kv_tokens:,} tokens per "
             f"replica ({self.kv_sequences:,} sequences of {seq_len})",
         ]
         if c["log_prob"]:
+            where = " (the training GPUs: FSDP2 forward-only, sharded)" if self.log_prob_devices == "training" else ""
             out.append(
-                f"  log_prob  {c['log_prob']} GPU(s) {describe_devices(d['log_prob'])}: reference log-probs, bf16 "
-                f"weights {gib(self.log_prob_weights)}"
+                f"  log_prob  {c['log_prob']} GPU(s) {describe_devices(d['log_prob'])}{where}: reference log-probs, "
+                f"bf16 weights {gib(self.log_prob_weights)} per GPU"
             )
         out.append(f"  attention {self.attention}; split: {self.why}")
         return out
@@ -154,6 +167,7 @@ def make_plan(
     seq_len: int = 1536,
     counts: Optional[dict] = None,
     attention: str = "sdpa",
+    reference_devices: Optional[str] = None,
 ) -> Plan:
     """The plan for ``facts`` on ``gpus`` GPUs of ``gpu_bytes`` (``counts``: given job sizes, else the default split).
 
@@ -161,7 +175,12 @@ def make_plan(
         PlanError: a training state above :data:`TRAINING_SHARE` of a GPU, sampling weights above the vLLM budget,
             or job sizes that do not fit the node.
     """
-    state = TRAINING_BYTES_PER_PARAM * facts.params
+    if reference_devices is None:  # the split's default; given sizes say it themselves (LOG_PROB_GPUS = TRAIN_GPUS)
+        given_own = counts is not None and int(counts.get("log_prob", 0)) != int(counts.get("training", 0))
+        reference_devices = "own" if given_own else "training"
+    on_training = reference and reference_devices == "training"
+    ref_weights = BF16 * facts.params
+    state = TRAINING_BYTES_PER_PARAM * facts.params + (ref_weights if on_training else 0)
     gathered = 2 * BF16 * facts.largest_layer
     inflight = 2 * INFLIGHT_GRAD_BYTES_PER_PARAM * facts.largest_layer
     room = TRAINING_SHARE * gpu_bytes - inflight - gathered  # what is left on a GPU for the sharded state
@@ -174,32 +193,50 @@ def make_plan(
     least = max(1, math.ceil(state / room))
     if counts is None:
         try:
-            split = split_node(gpus, tensor_parallel_size=tp, reference=reference, min_training=least)
+            split = split_node(
+                gpus,
+                tensor_parallel_size=tp,
+                reference=reference,
+                min_training=least,
+                reference_on_training=on_training,
+            )
         except PlacementError as e:
             raise PlanError(f"the model's training state needs {least} GPU(s) of this node: {e}") from None
         counts = {j: split[j] for j in JOB_TYPES}
         why = (
             f"half the node trains ({max(gpus // 2, least)} wanted, training state {state / GIB:.1f} GiB needs "
-            f"{least}), {counts['log_prob']} for the reference, the rest samples in replicas of TP {tp}"
+            f"{least}), "
+            + ("the reference on the training GPUs" if on_training else f"{counts['log_prob']} for the reference")
+            + f", the rest samples in replicas of TP {tp}"
         )
     else:
         counts = {j: int(counts.get(j, 0)) for j in JOB_TYPES}
         why = "as given (TRAIN_GPUS / SAMPLING_GPUS / LOG_PROB_GPUS)"
-        if sum(counts.values()) > gpus:
+        on_training = on_training and counts["log_prob"] > 0
+        if on_training and counts["log_prob"] != counts["training"]:
+            raise PlanError(
+                f"LOG_PROB_GPUS={counts['log_prob']} with the reference on the training GPUs: it needs "
+                f"TRAIN_GPUS={counts['training']} (or --reference-devices own)"
+            )
+        if sum(counts.values()) - (counts["log_prob"] if on_training else 0) > gpus:
             given = " + ".join(f"{v}={counts[j]}" for j, v in zip(JOB_TYPES, LAUNCHER_VARS, strict=True))
             raise PlanError(f"{given} = {sum(counts.values())} GPUs, but the node has {gpus} (GPUS); lower them")
     try:
-        devices = place_jobs(counts, device="cuda", device_count=gpus)
+        devices = place_jobs(
+            counts, device="cuda", device_count=gpus, log_prob_devices="training" if on_training else "own"
+        )
     except PlacementError as e:
         raise PlanError(str(e)) from None
     n_train = max(1, counts["training"])
     if counts["sampling"] % tp:
         raise PlanError(f"SAMPLING_GPUS={counts['sampling']} is not a multiple of the rollout TP {tp}")
-    per_gpu_state = state / n_train
-    if per_gpu_state + inflight + gathered > TRAINING_SHARE * gpu_bytes:
+    per_gpu_state = TRAINING_BYTES_PER_PARAM * facts.params / n_train
+    ref_shard = ref_weights / n_train if on_training else 0.0
+    if per_gpu_state + ref_shard + inflight + gathered > TRAINING_SHARE * gpu_bytes:
         raise PlanError(
             f"{facts.name}: {TRAINING_BYTES_PER_PARAM} B/param over {n_train} training GPU(s) and 4 layers "
-            f"are {(per_gpu_state + inflight + gathered) / GIB:.1f} GiB per GPU, above "
+            + ("and the reference's shard " if on_training else "")
+            + f"are {(per_gpu_state + ref_shard + inflight + gathered) / GIB:.1f} GiB per GPU, above "
             f"{TRAINING_SHARE:.0%} of a {gpu_bytes / GIB:.0f} GiB GPU; give training at least {least} GPU(s) "
             "(TRAIN_GPUS)"
         )
@@ -225,9 +262,10 @@ def make_plan(
         kv_cache=kv,
         kv_tokens=tokens,
         kv_sequences=tokens // max(1, seq_len),
-        log_prob_weights=BF16 * facts.params,
+        log_prob_weights=ref_shard if on_training else ref_weights,
         attention=attention,
         why=why,
+        log_prob_devices="training" if on_training else "own",
     )
 
 
@@ -253,6 +291,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--gpus", type=int, default=8, help="GPUs of the node (default 8)")
     ap.add_argument("--tp", type=int, default=1, help="actor_rollout_ref.rollout.tensor_model_parallel_size")
     ap.add_argument("--no-reference", action="store_true", help="no reference log_prob job")
+    ap.add_argument(
+        "--reference-devices",
+        choices=("training", "own"),
+        default=None,
+        help="the reference sharded on the training GPUs, or on GPUs of its own (default: training; with given "
+        "sizes, training when LOG_PROB_GPUS equals TRAIN_GPUS)",
+    )
     ap.add_argument("--seq-len", type=int, default=1536, help="prompt + response tokens")
     ap.add_argument("--gpu-memory-utilization", type=float, default=None, help="vLLM's (default: verl's)")
     for job in JOB_TYPES:
@@ -288,6 +333,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             seq_len=args.seq_len,
             counts=counts,
             attention=args.attention,
+            reference_devices=args.reference_devices,
         )
     except PlanError as e:
         print(f"node_plan: {e}", file=sys.stderr)
@@ -297,7 +343,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     c = plan.counts
     print(
         f"TRAIN_GPUS={c['training']} SAMPLING_GPUS={c['sampling']} LOG_PROB_GPUS={c['log_prob']} "
-        f"ATTN_IMPL={plan.attention}"
+        f"LOG_PROB_DEVICES={plan.log_prob_devices} ATTN_IMPL={plan.attention}"
     )
     return 0
 

@@ -189,6 +189,7 @@ class ArcticOptions(_Options):
     training_gpus: int = Field(1, ge=0)
     sampling_gpus: int = Field(1, ge=0)
     log_prob_gpus: int = Field(1, ge=0)
+    log_prob_devices: Literal["own", "training"] = "own"
     shared_filesystem: Optional[bool] = None
     timeouts: Timeouts = Field(default_factory=Timeouts)
     sampling: SamplingOptions = Field(default_factory=SamplingOptions)

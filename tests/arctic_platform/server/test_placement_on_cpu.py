@@ -145,3 +145,28 @@ def test_server_refuses_a_bad_placement_at_startup(args, message, tmp_path):
     r = subprocess.run([sys.executable, "-m", "arctic_platform.server", "--port", "0", *args],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
     assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
+
+
+def test_the_reference_on_the_training_gpus_frees_a_gpu_for_sampling():
+    """--log-prob-devices training: the log_prob job gets exactly the training job's devices (its shards beside
+    training's) and takes none of its own, so an 8-GPU node at TP 1 samples on 4 GPUs (split_node); its count must be
+    training's, and only one flag may place it."""
+    split = split_node(8, tensor_parallel_size=1, reference=True, reference_on_training=True)
+    assert split == {"training": 4, "sampling": 4, "log_prob": 4, "replicas": 4}
+    counts = {j: split[j] for j in ("training", "sampling", "log_prob")}
+    placed = place_jobs(counts, device="cuda", device_count=8, log_prob_devices="training")
+    assert describe(placed) == "training=cuda:0-3 sampling=cuda:4-7 log_prob=cuda:0-3"
+    with pytest.raises(PlacementError, match="the jobs ask for 12 GPUs"):  # the own-GPU placement of the same sizes
+        place_jobs(counts, device="cuda", device_count=8)
+    assert place_jobs({"training": 2, "sampling": 1, "log_prob": 2}, device="cpu", device_count=0,
+                      log_prob_devices="training")["log_prob"] == ("cpu", "cpu")  # fmt: skip
+    with pytest.raises(PlacementError, match=r"asks for 1 \(--log-prob-gpus 1\); set --log-prob-gpus 4"):
+        place_jobs({"training": 4, "sampling": 4, "log_prob": 1}, device="cuda", device_count=8,
+                   log_prob_devices="training")  # fmt: skip
+    with pytest.raises(PlacementError, match="both place the log_prob job"):
+        place_jobs(counts, device="cuda", device_count=8, log_prob_devices="training",
+                   overrides={"log_prob": "cuda:0-3"})  # fmt: skip
+    with pytest.raises(PlacementError, match="is not one of"):
+        place_jobs(counts, device="cuda", device_count=8, log_prob_devices="sampling")
+    # no reference at all: nothing to place
+    assert split_node(8, reference=False, reference_on_training=True)["log_prob"] == 0

@@ -12,9 +12,10 @@
 #   ARCTIC_BACKEND      local (default) | onprem (needs ARCTIC_URL)
 #     local:  the embedded server on this node, using all of it (GPUS, default 8). The split is printed before
 #             anything starts (python -m arctic_platform.integrations.verl.node_plan): half the node trains (FSDP2
-#             over those GPUs; more when the model's training state needs it: 16 B/param sharded), one GPU computes
-#             the reference log-probs, the rest samples as SAMPLING_GPUS / ROLLOUT_TP vLLM replicas, each pinned to
-#             its own GPUs. On 8 GPUs at TP 1: training cuda:0-3, sampling cuda:4-6 (3 replicas), reference cuda:7.
+#             over those GPUs; more when the model's training state needs it: 16 B/param sharded), the reference
+#             log-probs run sharded on the training GPUs (REFERENCE_DEVICES=training, the default; =own gives them
+#             one GPU of their own), the rest samples as SAMPLING_GPUS / ROLLOUT_TP vLLM replicas, each pinned to
+#             its own GPUs. On 8 GPUs at TP 1: training and reference cuda:0-3, sampling cuda:4-7 (4 replicas).
 #             The memory each GPU needs is computed from the model's config and printed; a model that does not fit
 #             is refused there. Why half: a GRPO step's update takes about as long as its generation, and the sharded
 #             optimizer state shrinks with each training GPU.
@@ -24,6 +25,8 @@
 #   ARCTIC_TOKEN_ENV    name of the env var holding the server's bearer token (onprem)
 #   NNODES, GPUS        GPU counts (default 1 node x 8 GPUs; local: one node)
 #   TRAIN_GPUS, SAMPLING_GPUS, LOG_PROB_GPUS   override the split (all three, or none)
+#   REFERENCE_DEVICES   local: training (the reference sharded on the training GPUs; the default, and with given sizes
+#                       when LOG_PROB_GPUS = TRAIN_GPUS) | own (GPUs of its own)
 #   ROLLOUT_TP          actor_rollout_ref.rollout.tensor_model_parallel_size (default 1: one replica per GPU)
 #   ZORRO=1             forest cascade attention on the vLLM sampler (cudagraph_mode forced to PIECEWISE); needs an
 #                       Arctic-Platform server (ARCTIC_BACKEND=onprem): the embedded server has no FCA
@@ -75,10 +78,13 @@ if [ "$BACKEND" = local ]; then
     PLAN_ARGS+=(--training-gpus "${TRAIN_GPUS:-}" --sampling-gpus "${SAMPLING_GPUS:-}" --log-prob-gpus "${LOG_PROB_GPUS:-}")
   fi
   [ -n "${ATTN_IMPL:-}" ] && PLAN_ARGS+=(--attention "$ATTN_IMPL")
-  # the plan goes to stderr (printed); its last stdout line is TRAIN_GPUS=.. SAMPLING_GPUS=.. LOG_PROB_GPUS=.. ATTN_IMPL=..
+  [ -n "${REFERENCE_DEVICES:-}" ] && PLAN_ARGS+=(--reference-devices "$REFERENCE_DEVICES")
+  # the plan goes to stderr (printed); its last stdout line is TRAIN_GPUS=.. SAMPLING_GPUS=.. LOG_PROB_GPUS=..
+  # LOG_PROB_DEVICES=.. ATTN_IMPL=..
   PLAN="$(python3 -m arctic_platform.integrations.verl.node_plan "${PLAN_ARGS[@]}")" || exit 2
   eval "$(tail -n1 <<<"$PLAN")"
 else
+  LOG_PROB_DEVICES=own  # an Arctic-Platform server places its own jobs
   TOTAL=$((NNODES * GPUS))
   TRAIN_GPUS="${TRAIN_GPUS:-$((TOTAL / 2))}"
   LOG_PROB_GPUS="${LOG_PROB_GPUS:-1}"
@@ -139,6 +145,7 @@ CMD=(python3 -m verl.trainer.main_ppo
   "remote_backend.arctic.training_gpus=$TRAIN_GPUS"
   "remote_backend.arctic.sampling_gpus=$SAMPLING_GPUS"
   "remote_backend.arctic.log_prob_gpus=$LOG_PROB_GPUS"
+  "remote_backend.arctic.log_prob_devices=$LOG_PROB_DEVICES"
   "${BACKEND_ARGS[@]}"
   "${ZORRO_ARGS[@]}"
   "${ARGS[@]}")

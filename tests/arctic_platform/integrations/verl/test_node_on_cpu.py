@@ -121,7 +121,23 @@ def test_the_launchers_plan_of_an_h200_node():
     from arctic_platform.integrations.verl.node_plan import GIB, H200_GIB, ModelFacts, PlanError, make_plan
 
     qwen3_8b = ModelFacts("Qwen3ForCausalLM", 8_190_735_360, 192_946_432, layers=36, kv_heads=8, head_dim=128)
-    plan = make_plan(qwen3_8b, gpus=8, gpu_bytes=H200_GIB * GIB, tp=1, utilization=0.5, seq_len=1536)
+    # the default: the reference sharded on the training GPUs (its bf16 shard counted there), 4 sampling GPUs
+    shared = make_plan(qwen3_8b, gpus=8, gpu_bytes=H200_GIB * GIB, tp=1, utilization=0.5, seq_len=1536)
+    assert shared.counts == {"training": 4, "sampling": 4, "log_prob": 4} and shared.log_prob_devices == "training"
+    assert shared.devices["log_prob"] == shared.devices["training"] == ("cuda:0", "cuda:1", "cuda:2", "cuda:3")
+    assert round(shared.log_prob_weights / GIB, 1) == 3.8 and round(shared.training_static / GIB, 1) == 36.5
+    text = "\n".join(shared.lines(qwen3_8b, "H200", 1536, 0.5))
+    assert "+ the reference's bf16 shard 3.8 GiB = 36.5 GiB per GPU" in text
+    assert "log_prob  4 GPU(s) cuda:0-3 (the training GPUs: FSDP2 forward-only, sharded)" in text
+    # given sizes with a reference GPU of its own keep it; the other way round is refused, naming the fix
+    given = make_plan(qwen3_8b, gpus=8, gpu_bytes=H200_GIB * GIB, counts={"training": 4, "sampling": 3, "log_prob": 1})
+    assert given.log_prob_devices == "own" and given.devices["log_prob"] == ("cuda:7",)
+    with pytest.raises(PlanError, match="LOG_PROB_GPUS=1 with the reference on the training GPUs: it needs TRAIN"):
+        make_plan(qwen3_8b, gpus=8, gpu_bytes=H200_GIB * GIB, reference_devices="training",
+                  counts={"training": 4, "sampling": 3, "log_prob": 1})  # fmt: skip
+    plan = make_plan(
+        qwen3_8b, gpus=8, gpu_bytes=H200_GIB * GIB, tp=1, utilization=0.5, seq_len=1536, reference_devices="own"
+    )
     assert plan.counts == {"training": 4, "sampling": 3, "log_prob": 1}
     assert round(plan.training_state / GIB, 1) == 30.5 and round(plan.sampling_weights / GIB, 1) == 15.3
     # gradients reduce-scattered on every micro-batch: only two layers' fp32 gradients are unsharded at a time (main
@@ -131,12 +147,12 @@ def test_the_launchers_plan_of_an_h200_node():
     assert "fp32 gradients of 2 layers in flight 1.4 GiB" in "\n".join(plan.lines(qwen3_8b, "H200", 1536, 0.5))
     assert plan.kv_tokens == int(plan.kv_cache // (2 * 36 * 8 * 128 * 2))  # K and V, bf16, per layer and KV head
     tp2 = make_plan(qwen3_8b, gpus=8, gpu_bytes=H200_GIB * GIB, tp=2)
-    assert tp2.counts["sampling"] % 2 == 0 and sum(tp2.counts.values()) == 8
+    assert tp2.counts["sampling"] % 2 == 0 and tp2.counts["training"] + tp2.counts["sampling"] == 8
     # Qwen3-14B (hidden 5120, 40 layers, MLP 17408, 8 KV heads, untied 151,936 vocabulary) on one node: 4 training
     # GPUs at 58.7 GiB each (7bf4344 needed 16 training GPUs: its unsharded gradients were 55 GiB per GPU)
     layer = 5120 * 5120 * 2 + 5120 * 1024 * 2 + 3 * 5120 * 17408 + 2 * 5120 + 2 * 128
     qwen3_14b = ModelFacts("Qwen3ForCausalLM", 40 * layer + 151936 * 5120 * 2 + 5120, layer, 40, 8, 128)
-    plan = make_plan(qwen3_14b, gpus=8, gpu_bytes=H200_GIB * GIB)
+    plan = make_plan(qwen3_14b, gpus=8, gpu_bytes=H200_GIB * GIB, reference_devices="own")
     assert plan.counts == {"training": 4, "sampling": 3, "log_prob": 1}
     assert round(plan.training_static / GIB, 1) == 58.7 and round(plan.sampling_weights / GIB, 1) == 27.5
     with pytest.raises(PlanError, match="give training at least 4 GPU"):
@@ -144,3 +160,18 @@ def test_the_launchers_plan_of_an_h200_node():
     huge = ModelFacts("Huge", 70_000_000_000, 8_000_000_000, layers=8, kv_heads=8, head_dim=128)
     with pytest.raises(PlanError, match=r"decoder layers' unsharded fp32 gradients \(59.6 GiB.*no number of training"):
         make_plan(huge, gpus=32, gpu_bytes=H200_GIB * GIB)
+
+
+def test_the_reference_on_the_training_gpus_is_refused_where_it_cannot_be_honoured(refusals):
+    """remote_backend.arctic.log_prob_devices=training: a remote server places its own jobs, and the reference then
+    needs as many GPUs as training; both refused at start-up with the fix; honoured on the embedded server."""
+    key, lp = "remote_backend.arctic.log_prob_devices", "remote_backend.arctic.log_prob_gpus"
+    on = [f"{key}=training", "remote_backend.arctic.training_gpus=4", f"{SAMPLING}=4"]
+    assert refusals([*on, f"{lp}=4"], VLLM_NODE) == []
+    [count] = refusals([*on, f"{lp}=1"], VLLM_NODE)
+    assert count.startswith(f"{key}=training, {lp}=1: {EMBEDDED} runs the reference sharded on the training job's 4")
+    assert count.fix == (f"{lp}=4",)
+    [remote] = refusals([*on, f"{lp}=4", "remote_backend.arctic.backend.type=onprem",
+                         "remote_backend.arctic.backend.url=http://x"], REMOTE)  # fmt: skip
+    assert remote.startswith(f"{key}=training: the Arctic RL server at http://x places its own jobs")
+    assert remote.fix == (f"{key}=own",)

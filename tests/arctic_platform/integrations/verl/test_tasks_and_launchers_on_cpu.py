@@ -68,9 +68,9 @@ def _launcher(env, *args):
 
 
 def test_h200_launcher_dry_run_uses_the_whole_node(gsm8k_dir, tiny_model):
-    """ARCTIC_BACKEND=local (the default): the printed plan splits 8 GPUs into non-overlapping ranges (4 training,
-    3 sampling replicas of TP 1, 1 reference), the composed config carries that split and an attention the embedded
-    server loads here, and every start-up check passes."""
+    """ARCTIC_BACKEND=local (the default): the printed plan splits 8 GPUs (4 training, 4 sampling replicas of TP 1,
+    the reference sharded on the 4 training GPUs), the composed config carries that split and an attention the
+    embedded server loads here, and every start-up check passes."""
     r = _launcher({"MODEL_PATH": str(tiny_model), "DATA_DIR": str(gsm8k_dir)}, "--dry-run")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "compose_check: OK" in r.stdout
@@ -78,10 +78,10 @@ def test_h200_launcher_dry_run_uses_the_whole_node(gsm8k_dir, tiny_model):
     assert f"train_files: {gsm8k_dir}/train.parquet" in r.stdout
     assert "node plan: 8 x H200 (assumed: no GPU visible)" in r.stderr, r.stderr[-3000:]
     assert "  training  4 GPU(s) cuda:0-3: FSDP2 over 4 rank(s); 16 B/param sharded = " in r.stderr
-    assert "  sampling  3 GPU(s) cuda:4-6: 3 vLLM replica(s) x TP 1; bf16 weights " in r.stderr
-    assert "  log_prob  1 GPU(s) cuda:7: reference log-probs" in r.stderr
-    for line in ("training_gpus: 4", "sampling_gpus: 3", "log_prob_gpus: 1", "tensor_model_parallel_size: 1",
-                 "attn_implementation: sdpa", "sampling_engine: vllm"):  # fmt: skip
+    assert "  sampling  4 GPU(s) cuda:4-7: 4 vLLM replica(s) x TP 1; bf16 weights " in r.stderr
+    assert "  log_prob  4 GPU(s) cuda:0-3 (the training GPUs: FSDP2 forward-only, sharded): reference" in r.stderr
+    for line in ("training_gpus: 4", "sampling_gpus: 4", "log_prob_gpus: 4", "log_prob_devices: training",
+                 "tensor_model_parallel_size: 1", "attn_implementation: sdpa", "sampling_engine: vllm"):  # fmt: skip
         assert line in r.stdout, line
 
 
@@ -98,9 +98,9 @@ def test_h200_launcher_missing_env_is_a_clear_error(gsm8k_dir):
 
 def test_h200_launcher_dry_run_reports_an_invalid_config(gsm8k_dir, tiny_model):
     env = {"MODEL_PATH": str(tiny_model), "DATA_DIR": str(gsm8k_dir)}
-    r = _launcher(env, "--dry-run", "actor_rollout_ref.rollout.tensor_model_parallel_size=2")
+    r = _launcher(env, "--dry-run", "actor_rollout_ref.rollout.tensor_model_parallel_size=3")
     assert r.returncode == 1, r.stderr[-3000:]
-    assert "actor_rollout_ref.rollout.tensor_model_parallel_size=2 with remote_backend.arctic.sampling_gpus=3" in (
+    assert "actor_rollout_ref.rollout.tensor_model_parallel_size=3 with remote_backend.arctic.sampling_gpus=4" in (
         r.stderr
     )
 
