@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
@@ -23,18 +22,9 @@ import torch
 from arctic_platform import wire
 from arctic_platform.client.config import ArcticRLClientConfig
 
+from .jobwait import wait_running
+
 OCTET = {"Content-Type": "application/octet-stream"}
-
-
-def _running(http, job_id, timeout=600.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        info = http.get(f"/job/{job_id}").json()
-        if info["status"] != "PENDING":
-            assert info["status"] == "RUNNING", info
-            return info
-        assert time.monotonic() < deadline, info
-        time.sleep(0.2)
 
 
 def _logprobs(http, job_id: int, seq: torch.Tensor, plen: int) -> torch.Tensor:
@@ -57,7 +47,7 @@ def test_the_reference_runs_sharded_on_the_training_devices(tiny_model_dir, tmp_
             r = http.post("/initialize", json=body)
             assert r.status_code == 200, r.text
             ids[jt] = r.json()["job_id"]
-        lp, tr = _running(http, ids["log_prob"]), _running(http, ids["training"])
+        lp, tr = wait_running(http, ids["log_prob"]), wait_running(http, ids["training"])
         assert lp["devices"] == tr["devices"] == ["cpu", "cpu"] and lp["engine"] == tr["engine"] == "fsdp"
         seq = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12]])
         before = _logprobs(http, ids["log_prob"], seq, 4)

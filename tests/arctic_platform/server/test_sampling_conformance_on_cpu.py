@@ -27,6 +27,8 @@ import torch
 
 from arctic_platform import wire
 
+from .jobwait import wait_running
+
 OCTET = {"Content-Type": "application/octet-stream"}
 MAX_SEQ = 2048
 LONG_TOKENS = MAX_SEQ - 48  # the long generate that a destroy cuts short (3-token prompts)
@@ -35,17 +37,6 @@ PROMPTS = [[5, 6, 7, 8, 9], [1, 2, 3], [40, 41, 42, 43, 44, 45, 46]]
 # reduction order only: measured max |diff| ~1e-6 on the tiny model; 1e-4 is far above that and far below any real
 # error (a wrong temperature or weight moves them by > 1e-2).
 LOGPROB_ATOL = 1e-4
-
-
-def _wait_running(http, job_id, timeout=300):
-    deadline = time.monotonic() + timeout
-    while True:
-        info = http.get(f"/job/{job_id}").json()
-        if info["status"] != "PENDING":
-            assert info["status"] == "RUNNING", info
-            return info
-        assert time.monotonic() < deadline, info
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module", params=["torch", "vllm"])
@@ -65,7 +56,7 @@ def srv(request, tiny_model_dir, tmp_path_factory, serve_server):
                 r = http.post("/initialize", json=body)
                 assert r.status_code == 200, r.text
                 ids[jt] = r.json()["job_id"]
-            info = {jt: _wait_running(http, jid) for jt, jid in ids.items()}
+            info = {jt: wait_running(http, jid) for jt, jid in ids.items()}
             yield SimpleNamespace(engine=engine, http=http, ids=ids, info=info, server=s, work=work)
 
 
@@ -476,7 +467,7 @@ def test_vllm_config_keys_show_up_in_the_engine_config(srv):
     assert r.status_code == 200, r.text
     sid = r.json()["job_id"]
     try:
-        cfg = _wait_running(srv.http, sid)["engine_config"]
+        cfg = wait_running(srv.http, sid)["engine_config"]
         assert cfg["max_num_seqs"] == 3 and cfg["max_model_len"] == 512
         if srv.engine == "vllm":
             assert "+rms_norm" in cfg["compilation_config"]["custom_ops"], cfg

