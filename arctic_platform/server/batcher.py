@@ -17,7 +17,10 @@
 A request waits at most ``--batch-wait-ms`` after the first one of a batch arrived, and a batch holds at most the
 engine's ``max_batch_rows`` rows (a request's prompts are never split). Each batch is one engine call under the
 job's lock, so a weight sync waits for the batch in flight (drain) and every result carries the policy version that
-produced it.
+produced it. An engine that takes generate calls concurrently (``concurrent_generate``: vLLM, whose replicas admit
+requests while they decode) gets each batch as soon as it is collected, under the lock's shared side
+(:func:`.engine_calls.call_shared`): a short request is never held behind a long one, and a weight sync still waits
+for every batch in flight.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from .engine_calls import call_locked, in_thread
+from .engine_calls import call_locked, call_shared, in_thread
 from .errors import RequestError
 from .logs import events
 from .sampling_engine import GenerateItem
@@ -52,7 +55,8 @@ class GenerateBatcher:
         self.batches = 0
         self.closed = False
         self._collecting: list = []  # requests taken off the queue for the next engine call
-        self._in_engine = False
+        self._in_engine = 0  # batches inside the engine
+        self._dispatches: set[asyncio.Task] = set()  # concurrent engines: the batches in flight
 
     def _destroyed(self) -> RequestError:
         return RequestError(f"job {self.job.job_id} was destroyed", 409)
@@ -92,49 +96,58 @@ class GenerateBatcher:
             live = [(its, f) for its, f in batch if not f.done()]
             if not live:
                 continue
-            items = [it for its, _ in live for it in its]
-            self.requests += len(live)
-            self.batches += 1
-            self._in_engine = True
-            try:
-                results, _version = await in_thread(
-                    call_locked,
-                    self.job,
-                    lambda its=items: self.job.engine.generate(its),
-                    self.registry.limits.engine_timeout_s,
-                )
-            except BaseException as e:  # every waiter of the batch gets the engine's error
-                for _, f in live:
-                    if not f.done():
-                        f.set_exception(e)
-                if isinstance(e, asyncio.CancelledError):
-                    raise
-                continue
-            finally:
-                self._in_engine = False
-            aborted = sum(1 for r in results if r.get("finish_reason") == "abort")
-            if aborted:
-                events.info(
-                    "generate: sampling job %d destroyed while generating; %d of %d sequence(s) aborted",
-                    self.job.job_id,
-                    aborted,
-                    len(results),
-                )
-            pos = 0
-            for its, f in live:
-                part = results[pos : pos + len(its)]
-                pos += len(its)
+            if getattr(engine, "concurrent_generate", False):
+                task = asyncio.create_task(self._dispatch(live, call_shared))
+                self._dispatches.add(task)
+                task.add_done_callback(self._dispatches.discard)
+            else:
+                await self._dispatch(live, call_locked)
+
+    async def _dispatch(self, live: list, call) -> None:
+        """One engine call for the requests ``live``; each waiter gets its share of the results (or the error)."""
+        items = [it for its, _ in live for it in its]
+        self.requests += len(live)
+        self.batches += 1
+        self._in_engine += 1
+        try:
+            results, _version = await in_thread(
+                call,
+                self.job,
+                lambda its=items: self.job.engine.generate(its),
+                self.registry.limits.engine_timeout_s,
+            )
+        except BaseException as e:  # every waiter of the batch gets the engine's error
+            for _, f in live:
                 if not f.done():
-                    f.set_result((part, part[0]["policy_version"] if part else _version))
+                    f.set_exception(e)
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            return
+        finally:
+            self._in_engine -= 1
+        aborted = sum(1 for r in results if r.get("finish_reason") == "abort")
+        if aborted:
+            events.info(
+                "generate: sampling job %d destroyed while generating; %d of %d sequence(s) aborted",
+                self.job.job_id,
+                aborted,
+                len(results),
+            )
+        pos = 0
+        for its, f in live:
+            part = results[pos : pos + len(its)]
+            pos += len(its)
+            if not f.done():
+                f.set_result((part, part[0]["policy_version"] if part else _version))
 
     def close(self) -> None:
         """Stop taking requests (idempotent): a batch in the engine finishes (see the class doc), the rest get 409."""
         self.closed = True
-        pending = [] if self._in_engine else list(self._collecting)
+        pending = list(self._collecting)  # taken off the queue, not yet in the engine
         while not self.queue.empty():
             pending.append(self.queue.get_nowait())
         for _, f in pending:
             if not f.done():
                 f.set_exception(self._destroyed())
-        if self.task is not None and not self._in_engine:
-            self.task.cancel()
+        if self.task is not None and (not self._in_engine or self._dispatches):
+            self.task.cancel()  # concurrent batches in flight run as their own tasks and finish (aborted)

@@ -13,7 +13,11 @@
 # limitations under the License.
 # SPDX-License-Identifier: Apache-2.0
 """How route handlers and the generate batcher call an engine: in a worker thread (never blocking the event loop)
-and under the job's lock (engines are not thread-safe), each wait for a lock bounded by ``engine_timeout_s``."""
+and under the job's lock (:class:`JobLock`: engines are not thread-safe), each wait for a lock bounded by
+``engine_timeout_s``. An engine that takes generate calls concurrently (``concurrent_generate``: the vLLM engine,
+whose replicas admit requests while they decode) is called for generate under the lock's shared side
+(:func:`call_shared`); everything else (weight sync, sleep / wake, destroy) takes the exclusive side and so waits for
+the generate calls in flight, and a waiting exclusive caller holds new generate calls back."""
 
 from __future__ import annotations
 
@@ -28,7 +32,66 @@ from .errors import EngineFailed, RequestError
 if TYPE_CHECKING:
     from .jobs import Job
 
-__all__ = ["call_locked", "in_thread"]
+__all__ = ["JobLock", "call_locked", "call_shared", "in_thread"]
+
+
+class JobLock:
+    """A job's lock: exclusive (:meth:`acquire` / :meth:`release`, as ``threading.Lock``) or shared
+    (:meth:`acquire_shared` / :meth:`release_shared`, held by concurrent generate calls). An exclusive caller that
+    waits blocks new shared ones, so a weight sync waits for the generate calls in flight but not for those that arrive
+    after it."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._writers_waiting = 0
+
+    def _wait(self, busy, timeout: float | None) -> bool:
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        while busy():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            self._cond.wait(left)
+        return True
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        with self._cond:
+            self._writers_waiting += 1
+            try:
+                if not self._wait(lambda: self._exclusive or self._shared > 0, timeout if blocking else 0):
+                    return False
+                self._exclusive = True
+                return True
+            finally:
+                self._writers_waiting -= 1
+                self._cond.notify_all()  # shared callers held back by this wait may go on
+
+    def release(self) -> None:
+        with self._cond:
+            if not self._exclusive:
+                raise RuntimeError("release of a job lock that is not held")
+            self._exclusive = False
+            self._cond.notify_all()
+
+    def acquire_shared(self, timeout: float = -1) -> bool:
+        with self._cond:
+            if not self._wait(lambda: self._exclusive or self._writers_waiting > 0, timeout):
+                return False
+            self._shared += 1
+            return True
+
+    def release_shared(self) -> None:
+        with self._cond:
+            if self._shared <= 0:
+                raise RuntimeError("release of a shared job lock that is not held")
+            self._shared -= 1
+            self._cond.notify_all()
+
+    def locked(self) -> bool:
+        with self._cond:
+            return self._exclusive or self._shared > 0
 
 
 def in_thread(fn, *args) -> asyncio.Future:
@@ -84,3 +147,27 @@ def call_locked(job: Job, fn, timeout: float, *more: Job):
     finally:
         for j in reversed(held):
             j.lock.release()
+
+
+def call_shared(job: Job, fn, timeout: float):
+    """:func:`call_locked` on the shared side of ``job``'s lock (generate calls of a ``concurrent_generate``
+    engine: several at once, never beside an exclusive call)."""
+    if not job.lock.acquire_shared(timeout=timeout):
+        raise RequestError(f"job {job.job_id} stayed busy for {timeout:.0f}s (engine_timeout_s)", 503)
+    try:
+        if job.status != JobStatus.RUNNING or job.engine is None:
+            raise RequestError(f"job {job.job_id} is {job.status}" + (f": {job.reason}" if job.reason else ""), 409)
+        t0 = time.perf_counter()
+        if job.meter is not None:
+            job.meter.enter(job.job_type)
+        try:
+            return fn()
+        except EngineFailed as e:
+            job.set(JobStatus.FAILED, f"engine failed: {e}")
+            raise RequestError(f"job {job.job_id} failed: {e}", 500) from None
+        finally:
+            job.compute_s += time.perf_counter() - t0
+            if job.meter is not None:
+                job.meter.exit(job.job_type)
+    finally:
+        job.lock.release_shared()

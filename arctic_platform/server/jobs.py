@@ -63,6 +63,7 @@ from ..protocol import (
     schedule_settings,
 )
 from ..reasons import one_line
+from .engine_calls import JobLock
 from .engines.base import EngineSpec
 from .engines.registry import engine_class
 from .errors import RequestError
@@ -166,7 +167,7 @@ class Job:
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     engine: Any = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: JobLock = field(default_factory=JobLock)
     checkpoint_root: Path | None = None
     destroy_requested: bool = False
     device: str = "cpu"

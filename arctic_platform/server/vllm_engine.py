@@ -57,6 +57,7 @@ routes treat both alike:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -283,6 +284,27 @@ class _Replica:
     index: int
     devices: tuple[str, ...]
     engine: Any
+    cond: threading.Condition = dataclasses.field(default_factory=threading.Condition)
+    incoming: list = dataclasses.field(default_factory=list)  # requests for the pump to add
+    live: dict = dataclasses.field(default_factory=dict)  # request id -> _Request, in the engine
+    closing: bool = False
+    pump: threading.Thread | None = None
+
+
+@dataclass
+class _Request:
+    """One item of a generate call on its way through a replica's pump."""
+
+    index: int
+    item: GenerateItem
+    version: int
+    rid: str = ""
+    tokens: list = dataclasses.field(default_factory=list)
+    logprobs: list = dataclasses.field(default_factory=list)
+    cached: int = 0
+    result: dict | None = None
+    error: BaseException | None = None
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
 
 
 class VllmSamplingEngine(SamplingInterface):
@@ -290,6 +312,9 @@ class VllmSamplingEngine(SamplingInterface):
 
     kind = "sampling"
     engine_name = "vllm"
+    concurrent_generate = True
+    """Generate calls may overlap (:func:`.engine_calls.call_shared`): each replica's pump admits requests while it
+    decodes (continuous batching across calls)."""
 
     def __init__(
         self,
@@ -306,6 +331,7 @@ class VllmSamplingEngine(SamplingInterface):
         self._ids = itertools.count()  # request ids, unique over the replicas' threads
         self._replicas: list[_Replica] = []
         self._routes: OrderedDict = OrderedDict()
+        self._route_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._tmp = sync_folder("arctic-vllm-sync-")
         kw = engine_kwargs(settings, vllm_config)
@@ -354,12 +380,11 @@ class VllmSamplingEngine(SamplingInterface):
         }
         # vLLM's first seeded, log-prob request pays one-off set-up (measured 3 s alone, ~18 s inside a loaded smoke
         # run); pay it while the job builds, which overlaps the trainer's own start-up, not in the first rollout
+        for r in self._replicas:
+            r.pump = threading.Thread(target=self._pump, args=(r,), daemon=True, name=f"arctic-vllm-pump-{r.index}")
+            r.pump.start()
         warm = [(0, GenerateItem(prompt=[self.pad_id] * 4, max_tokens=2, seed=0, logprobs=0))]
-        if self._pool is None:
-            self._generate_on(self._replicas[0], warm, 0)
-        else:  # every replica at once
-            for f in [self._pool.submit(self._generate_on, r, warm, 0) for r in self._replicas]:
-                f.result()
+        self._wait(sum((self._admit(r, warm, 0) for r in self._replicas), []))  # every replica at once
         self.shape = f"{len(self._replicas)} replica(s) x TP {self.tensor_parallel_size} on " + " | ".join(
             describe_devices(r.devices) for r in self._replicas
         )
@@ -408,76 +433,109 @@ class VllmSamplingEngine(SamplingInterface):
         )
 
     def generate(self, items: list[GenerateItem]) -> tuple[list[dict], int]:
-        """Run ``items`` through the replicas as one batch (:func:`route_items`); returns ``(results,
-        policy_version)``."""
+        """Run ``items`` through the replicas (:func:`route_items`); returns ``(results, policy_version)``. Safe to
+        call from several threads at once: each replica's pump (:meth:`_pump`) adds the requests to its running
+        engine, so a call's requests decode beside those of calls already in flight and it returns when its own are
+        done."""
         self.require_ready()
         version = self.policy_version
+        with self._route_lock:
+            routes = route_items([it.prompt for it in items], len(self._replicas), self._routes)
         parts: dict[int, list[tuple[int, GenerateItem]]] = {}
-        for i, r in enumerate(route_items([it.prompt for it in items], len(self._replicas), self._routes)):
+        for i, r in enumerate(routes):
             parts.setdefault(r, []).append((i, items[i]))
-        if len(parts) == 1 or self._pool is None:
-            outs = [self._generate_on(self._replicas[r], part, version) for r, part in parts.items()]
-        else:
-            futures = [
-                self._pool.submit(self._generate_on, self._replicas[r], part, version) for r, part in parts.items()
-            ]
-            wait(futures)  # every replica finishes (or aborts) its share before the job's lock is released
-            outs = [f.result() for f in futures]  # the first replica's error, if any
-        results: list[dict | None] = [None] * len(items)
-        for out in outs:
-            for i, res in out:
-                results[i] = res
-        return [r for r in results if r is not None], version
+        reqs = self._wait(sum((self._admit(self._replicas[r], part, version) for r, part in parts.items()), []))
+        return [q.result for q in sorted(reqs, key=lambda q: q.index)], version
 
-    def _generate_on(self, replica: _Replica, part: list[tuple[int, GenerateItem]], version: int) -> list:
-        """One replica's share of a batch: ``[(item index, result)]``."""
+    def _admit(self, replica: _Replica, part: list[tuple[int, GenerateItem]], version: int) -> list[_Request]:
+        """Hand ``part`` to ``replica``'s pump; returns the requests (an item with ``max_tokens`` 0 is done at
+        once)."""
+        reqs = []
+        for i, it in part:
+            q = _Request(i, it, version)
+            if it.max_tokens <= 0:
+                q.result = self._result(it, [], None, "length", 0, version, replica.index)
+                q.done.set()
+            else:
+                q.rid = f"arctic-{next(self._ids)}"
+            reqs.append(q)
+        todo = [q for q in reqs if not q.done.is_set()]
+        if todo:
+            with replica.cond:
+                if replica.closing:
+                    raise RequestError("the sampling engine is closed", 409)
+                replica.incoming.extend(todo)
+                replica.cond.notify()
+        return reqs
+
+    @staticmethod
+    def _wait(reqs: list[_Request]) -> list[_Request]:
+        """Block until every request is done; the first error of any is raised."""
+        for q in reqs:
+            q.done.wait()
+        for q in reqs:
+            if q.error is not None:
+                raise q.error
+        return reqs
+
+    def _pump(self, replica: _Replica) -> None:
+        """The one thread that drives ``replica``'s engine between exclusive calls: adds the requests handed to
+        it, steps the engine while any is live, delivers each finished one, and aborts them all (partial tokens,
+        ``finish_reason: "abort"``) once the job's abort flag is set. Exclusive engine calls (weight sync, sleep,
+        ``collective_rpc``) run only while no generate call is in flight, so the pump is idle then."""
         from vllm.inputs import TokensPrompt
 
-        out: list[tuple[int, dict]] = []
-        live: dict[str, list] = {}  # request id -> [item index, token ids, logprob entries, cached prompt tokens]
-        items = dict(part)
         eng = replica.engine
-        try:
-            for i, it in part:
-                if it.max_tokens <= 0:
-                    out.append((i, self._result(it, [], None, "length", 0, version, replica.index)))
-                    continue
-                rid = f"arctic-{next(self._ids)}"
-                live[rid] = [i, [], [], 0]
-                eng.add_request(rid, TokensPrompt(prompt_token_ids=list(it.prompt)), self._params(it))
-            while live:
+        while True:
+            with replica.cond:
+                while not replica.incoming and not replica.live and not replica.closing:
+                    replica.cond.wait()
+                if replica.closing:
+                    pending = [*replica.incoming, *replica.live.values()]
+                    replica.incoming, replica.live = [], {}
+                    for q in pending:
+                        q.error = RequestError("the sampling engine is closed", 409)
+                        q.done.set()
+                    return
+                new, replica.incoming = replica.incoming, []
+            try:
+                for q in new:
+                    replica.live[q.rid] = q
+                    eng.add_request(q.rid, TokensPrompt(prompt_token_ids=list(q.item.prompt)), self._params(q.item))
                 if self.abort.is_set():
-                    eng.abort_request(list(live))
-                    for st in live.values():
-                        out.append(
-                            (st[0], self._result(items[st[0]], st[1], st[2], "abort", st[3], version, replica.index))
-                        )
-                    live.clear()
-                    break
+                    eng.abort_request(list(replica.live))
+                    for q in replica.live.values():
+                        self._finish(q, "abort", replica)
+                    replica.live.clear()
+                    continue
                 for o in eng.step():
-                    st = live.get(o.request_id)
-                    if st is None:
+                    q = replica.live.get(o.request_id)
+                    if q is None:
                         continue
                     c = o.outputs[0]
-                    st[1].extend(c.token_ids)
+                    q.tokens.extend(c.token_ids)
                     if c.logprobs:
-                        st[2].extend(c.logprobs)
+                        q.logprobs.extend(c.logprobs)
                     if o.num_cached_tokens:
-                        st[3] = int(o.num_cached_tokens)
+                        q.cached = int(o.num_cached_tokens)
                     if o.finished:
-                        reason = c.finish_reason or "length"
-                        out.append(
-                            (st[0], self._result(items[st[0]], st[1], st[2], reason, st[3], version, replica.index))
-                        )
-                        del live[o.request_id]
-        except BaseException:
-            if live and replica.engine is not None:
-                try:
-                    eng.abort_request(list(live))
-                except Exception:  # the original error is the one to report
-                    logger.exception("vLLM: aborting the requests of a failed batch failed")
-            raise
-        return out
+                        del replica.live[o.request_id]
+                        self._finish(q, c.finish_reason or "length", replica)
+            except BaseException as e:  # the engine failed: every request in it fails with the reason
+                failed = list(replica.live.values())
+                replica.live.clear()
+                with contextlib.suppress(Exception):
+                    eng.abort_request([q.rid for q in failed])
+                for q in failed:
+                    q.error = e
+                    q.done.set()
+
+    def _finish(self, q: _Request, reason: str, replica: _Replica) -> None:
+        try:
+            q.result = self._result(q.item, q.tokens, q.logprobs, reason, q.cached, q.version, replica.index)
+        except BaseException as e:  # delivered to the caller
+            q.error = e
+        q.done.set()
 
     def _result(
         self, it: GenerateItem, tokens: list[int], lps, reason: str, cached: int, version: int, replica: int
@@ -594,6 +652,13 @@ class VllmSamplingEngine(SamplingInterface):
         shutdown takes ~6 s per engine on this CPU: its worker and its engine core each take ~3 s to exit), and remove
         the sync folder. Idempotent."""
         replicas, self._replicas = self._replicas, []
+        for r in replicas:  # the pumps end first (a request still in one answers 409), then the engines
+            with r.cond:
+                r.closing = True
+                r.cond.notify_all()
+        for r in replicas:
+            if r.pump is not None and r.pump is not threading.current_thread():
+                r.pump.join(timeout=60)
 
         def shut(r: _Replica) -> None:
             try:

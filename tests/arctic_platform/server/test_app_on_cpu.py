@@ -492,3 +492,40 @@ def test_initialize_conflicts_failures_and_retry(http, jobs, server, tiny_model_
     assert new["status"] == "RUNNING"
     jobs["sampling"] = new["job_id"]
     assert http.post("/destroy", params={"job_id": 999}, json={"job_type": "sampling"}).status_code == 404
+
+
+def test_the_job_lock_lets_generate_calls_share_it_and_an_exclusive_call_wait_for_them():
+    """JobLock: shared holders (concurrent generate calls) coexist; an exclusive caller (a weight sync) waits for
+    all of them, and while it waits no new shared holder gets in (it is not starved); timeouts answer False."""
+    import threading
+
+    from arctic_platform.server.engine_calls import JobLock
+
+    lock = JobLock()
+    assert lock.acquire_shared(timeout=1) and lock.acquire_shared(timeout=1)  # two generate calls at once
+    assert not lock.acquire(timeout=0.05)  # a weight sync waits for them
+    got = threading.Event()
+
+    def exclusive():
+        assert lock.acquire(timeout=30)
+        got.set()
+
+    t = threading.Thread(target=exclusive)
+    t.start()
+    deadline = time.monotonic() + 30
+    while lock._writers_waiting == 0:  # the exclusive caller is waiting now
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert not lock.acquire_shared(timeout=0.05)  # a new generate call is held back behind the waiting sync
+    lock.release_shared()
+    assert not got.is_set()  # one generate call is still in flight
+    lock.release_shared()
+    t.join(30)
+    assert got.is_set() and lock.locked()
+    assert not lock.acquire_shared(timeout=0.05)
+    lock.release()
+    assert lock.acquire_shared(timeout=1) and lock.locked()
+    lock.release_shared()
+    assert not lock.locked()
+    with pytest.raises(RuntimeError, match="not held"):
+        lock.release()
