@@ -30,12 +30,19 @@ routes treat both alike:
   processes see only its GPUs (``CUDA_VISIBLE_DEVICES`` mapped through the server's own list,
   :func:`.placement.engine_visible_devices`); on CPU its workers run unbound with ``--threads`` OpenMP threads each
   (vLLM's ``auto`` binding asks for a NUMA node per worker). Replica ``r`` is seeded with the job's seed + ``r``.
-* **One engine call = one batch.** :meth:`generate` routes every item to a replica (:func:`route_items`: the
-  samples of a GRPO group, which share their prompt, go to one replica, where they share its prefix cache; a
-  prompt seen before goes where it went), adds them as requests and steps the replicas' engines (one thread each)
-  until all finish (continuous batching and prefix caching inside vLLM), checking the job's abort flag between
-  steps: ``/destroy`` aborts the requests in flight, which come back with their partial tokens and
-  ``finish_reason: "abort"``. Results carry the ``replica`` that produced them (extension).
+* **Continuous batching across calls.** Each replica has one pump thread that owns its engine between exclusive
+  calls: :meth:`generate` routes every item to a replica (:func:`route_items`: the samples of a GRPO group, which
+  share their prompt, go to one replica, where they share its prefix cache; a prompt seen before goes where it went)
+  and hands the requests to the pumps, which add them to their running engines and step them (continuous batching
+  and prefix caching inside vLLM), delivering each request when it finishes. Generate calls run concurrently
+  (``concurrent_generate``: the job lock's shared side, :func:`.engine_calls.call_shared`), so a short request
+  decodes beside a long one instead of waiting for it; a weight sync, sleep / wake and ``/destroy`` take the
+  exclusive side, so they wait for the calls in flight and no sequence mixes two policy versions. ``/destroy`` sets
+  the job's abort flag first: the pumps abort their requests between steps, which come back with their partial
+  tokens and ``finish_reason: "abort"``. Results carry the ``replica`` that produced them (extension).
+* **Cascade attention** (CUDA): on (``disable_cascade_attn=False``; vLLM 0.31 defaults it off), since the n samples
+  of a GRPO group share their prompt; vLLM's heuristic decides per batch, and its default ``cudagraph_mode``
+  (FULL_AND_PIECEWISE) runs such batches piecewise. A job's own ``disable_cascade_attn`` wins.
 * **Log-probs** are vLLM's ``processed_logprobs`` (the distribution the token was sampled from: after penalties,
   temperature, min-p, top-k / top-p), in the protocol's shape ``{str(token_id): {logprob, rank}}`` per position;
   the torch engine computes the same quantity.
@@ -166,7 +173,9 @@ def engine_kwargs(settings: EngineSettings, vllm_config: dict | None) -> dict[st
     (``skip_tokenizer_init``), ``logprobs_mode=processed_logprobs``, the weight-sync worker extension, prefix caching
     on, stats logging off; on CPU ``enforce_eager`` (vLLM's CPU compile path takes minutes) and a
     :data:`DEFAULT_CPU_KV_CACHE_BYTES` KV cache; on CUDA ``enable_sleep_mode`` (``/sleep-inference``). Every other
-    ``vllm_config`` key is passed as given, so it is honoured exactly as vLLM honours it.
+    ``vllm_config`` key is passed as given, so it is honoured exactly as vLLM honours it. On CUDA cascade attention is
+    on (``disable_cascade_attn=False``: the n samples of a GRPO group share their prompt) unless the job says
+    otherwise.
     """
     cfg = dict(vllm_config or {})
     names = _engine_arg_names()
@@ -204,6 +213,10 @@ def engine_kwargs(settings: EngineSettings, vllm_config: dict | None) -> dict[st
     }
     if cuda:
         kw["enable_sleep_mode"] = True
+        # GRPO's n samples of a prompt share it: cascade attention reads the shared prefix's KV once for the group
+        # (vLLM 0.31 defaults it off; its heuristic still decides per batch). vLLM's default cudagraph_mode
+        # (FULL_AND_PIECEWISE) runs such batches piecewise; a job that asks for FULL alone gets them eagerly.
+        kw["disable_cascade_attn"] = False
     else:
         kw["enforce_eager"] = True
         # vLLM 0.31 CPU: a seeded request whose prefill is split across steps kills the worker ("CPU Generator does

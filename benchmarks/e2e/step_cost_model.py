@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """A step cost model: Qwen3-8B GRPO on GSM8K on one 8xH200 node, each phase's time from FLOPs and bytes.
 
-Four layouts side by side, in one run:
+Three layouts side by side, in one run:
 
 * ``stock``: stock verl 0.9.1 colocated (every phase on all 8 GPUs in turn; rollout TP 2 -> 4 vLLM replicas; the
   weight sync stays on the GPUs);
@@ -12,8 +12,7 @@ Four layouts side by side, in one run:
   the reference unsharded on one GPU;
 * ``arctic now``: this checkout with the launcher's default split (real tokens, logits at response positions, bf16
   buckets the training ranks write, sharded gradients, the reference sharded on the 4 training GPUs, so 4 sampling
-  GPUs); generation in waves as before;
-* ``arctic +3``: a projection with issue #42's item 3 (one continuous wave) built.
+  GPUs, and continuous sampling: the coalesced requests decode together, one wave).
 
 Each in sync mode (phases one after another, as verl's sync trainer runs them) and, for the split layouts, async
 (generation of step k+1 beside training of step k: the step is the longer of the two). Prints the table, the ratio of
@@ -205,8 +204,7 @@ def layouts(shape: Shape, args) -> dict[str, dict[str, float]]:
     return {
         "stock": stock,
         "arctic 7bf4344": split(True, True, "fp32-file", waves, 1),
-        "arctic now": split(False, False, "bf16-buckets", waves, 4),
-        "arctic +3": split(False, False, "bf16-buckets", 1, 4),
+        "arctic now": split(False, False, "bf16-buckets", 1, 4),
     }
 
 

@@ -83,3 +83,18 @@ def test_a_sync_folder_too_small_for_a_bucket_is_refused_with_the_sizes(tmp_path
     with pytest.raises(RequestError) as e:
         check_sync_space(str(tmp_path), 1 << 60)
     assert e.value.status == 507 and "MiB free in" in str(e.value) and "--weight-sync-bucket-mb" in str(e.value)
+
+
+def test_cascade_attention_is_on_for_a_cuda_sampler_unless_the_job_turns_it_off(tiny_model_dir):
+    """GRPO's n samples share their prompt: on CUDA the engine arguments enable vLLM's cascade attention (vLLM 0.31
+    defaults it off), a job's own ``disable_cascade_attn`` wins, and the CPU engine leaves vLLM's default (the CPU
+    platform has no cascade kernel)."""
+    from arctic_platform.server.model_engine import EngineSettings
+    from arctic_platform.server.vllm_engine import engine_kwargs
+
+    def settings(device):
+        return EngineSettings(model_path=str(tiny_model_dir), device=device, dtype="bfloat16", max_seq_len=64)
+
+    assert engine_kwargs(settings("cuda:0"), {})["disable_cascade_attn"] is False
+    assert engine_kwargs(settings("cuda:0"), {"disable_cascade_attn": True})["disable_cascade_attn"] is True
+    assert "disable_cascade_attn" not in engine_kwargs(settings("cpu"), {})
