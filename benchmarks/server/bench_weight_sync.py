@@ -5,20 +5,22 @@
 Each code under test runs in its own child process: it builds the training job (``ShardedTrainingEngine``, 2 gloo
 ranks, float32 master weights) and the sampling job (``VllmSamplingEngine``, one replica, ``--sampler-dtype``), then
 syncs ``--repeat`` times, timing each sync and sampling ``/dev/shm``'s used bytes every 2 ms while it runs. Prints,
-per code, the median seconds and the peak extra ``/dev/shm`` bytes of a sync, the ratio old / new of both, and
-writes ``benchmarks/results/server/weight_sync.csv``. ``--code DIR`` adds another checkout's ``arctic_platform``
-(e.g. a ``git worktree`` of the commit before the bucketed sync) to the same run.
+per code, the median seconds and the peak extra ``/dev/shm`` bytes of a sync (also over the model's bf16 size: the
+whole fp32 model at once is 2.0), the ratio old / new of both, and writes
+``benchmarks/results/server/weight_sync.csv``. ``--code DIR`` adds another checkout's ``arctic_platform`` (e.g. a
+``git worktree`` of the commit before the bucketed sync) to the same run.
 
     cd /tmp && python /path/to/benchmarks/server/bench_weight_sync.py --code /tmp/old-checkout [--repeat 3]
 
-The model is a random Qwen2 (vocabulary 32000, hidden 512, 8 layers, intermediate 1408: ~58M parameters, 232 MB in
-float32), 1 thread per rank.
+The model is a random Qwen2 (vocabulary 32000, hidden 768, 8 layers, intermediate 2048, tied embeddings: 75M
+parameters, 150 MB in bf16), 1 thread per rank.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -41,6 +43,13 @@ def _peak_shm(stop: threading.Event, out: list[int]) -> None:
         peak = max(peak, shutil.disk_usage("/dev/shm").used - base)
         time.sleep(0.002)
     out.append(peak)
+
+
+def _params(model: Path) -> int:
+    from safetensors import safe_open
+
+    with safe_open(str(model / "model.safetensors"), framework="pt") as f:
+        return sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
 
 
 def child(args) -> None:
@@ -91,7 +100,7 @@ def main() -> None:
     ap.add_argument("--code", action="append", default=[], help="another checkout's root to compare (repeatable)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sampler-dtype", default="bfloat16")
-    ap.add_argument("--bucket-mb", type=float, default=32.0)
+    ap.add_argument("--bucket-mb", type=float, default=16.0)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -105,14 +114,15 @@ def main() -> None:
             Path(tmp) / "model",
             vocab_size=32000,
             tokenizer_size=300,
-            hidden_size=512,
+            hidden_size=768,
             num_layers=8,
-            num_heads=8,
-            num_kv_heads=2,
-            intermediate_size=1408,
+            num_heads=12,
+            num_kv_heads=4,
+            intermediate_size=2048,
             seed=0,
         )
         results = {code or "installed": _run(model, code, args) for code in [None, *args.code]}
+        bf16_bytes = 2 * _params(model)
     new = results["installed"]
     for label, r in results.items():
         rows.append(
@@ -122,12 +132,14 @@ def main() -> None:
                 "bucket_mb": args.bucket_mb,
                 "seconds": round(r["seconds"], 3),
                 "peak_shm_mib": round(r["peak_shm_bytes"] / 1024**2, 1),
+                "peak_shm_over_bf16_model": round(r["peak_shm_bytes"] / bf16_bytes, 2),
                 "seconds_over_installed": round(r["seconds"] / new["seconds"], 2),
                 "peak_shm_over_installed": round(r["peak_shm_bytes"] / max(1, new["peak_shm_bytes"]), 2),
             }
         )
         print(
             f"{label}: sync {r['seconds']:.2f} s, peak /dev/shm {r['peak_shm_bytes'] / 1024**2:.0f} MiB "
+            f"({r['peak_shm_bytes'] / bf16_bytes:.2f} of the bf16 model) "
             f"(x{r['seconds'] / new['seconds']:.2f} time, x{r['peak_shm_bytes'] / max(1, new['peak_shm_bytes']):.2f} "
             "/dev/shm vs installed)"
         )
