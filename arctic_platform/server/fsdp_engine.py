@@ -44,7 +44,6 @@ one-device engine does (same functions, same 4xx), then:
 from __future__ import annotations
 
 import contextlib
-import logging
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
@@ -62,13 +61,12 @@ from .engines.base import EngineSpec, ForwardInterface, TrainingInterface, Weigh
 from .engines.shared import bucket_bytes, check_sync_space, check_weight_layout, nbytes, stream_buckets, sync_folder
 from .errors import EngineFailed, RequestError
 from .fsdp_worker import rank_main, rank_settings, receive, send
+from .logs import logger
 from .loss import LossConfigError, MetricAccumulator, MicroBatching, micro_batch_rows
 from .model_engine import EngineSettings, forward_reply, plan_forward, resolve_dtype
 from .schedule import TrainingSettings
 from .settings import ServerLimits
 from .training_engine import plan_update, read_checkpoint_state
-
-logger = logging.getLogger("arctic_platform.server")
 
 __all__ = ["RankGroup", "RankWeights", "ShardedForwardEngine", "ShardedTrainingEngine", "split_rows"]
 

@@ -42,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import gc
-import logging
 import os
 import pickle
 from dataclasses import replace
@@ -56,11 +55,10 @@ from ..reasons import one_line
 from .engines.shared import nbytes, plan_buckets, watch_parent
 from .errors import RequestError
 from .logprob_engine import ForwardEngine
+from .logs import logger
 from .model_engine import EngineSettings, param_items, resolve_dtype
 from .schedule import TrainingSettings
 from .training_engine import TrainingEngine
-
-logger = logging.getLogger("arctic_platform.server")
 
 __all__ = ["RankForward", "RankTrainer", "rank_main", "receive", "send"]
 

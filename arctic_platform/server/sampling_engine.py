@@ -18,7 +18,6 @@ weights change only through :meth:`SamplingEngine.load_weights_from` (``/weight-
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +27,8 @@ import torch
 from .batch import position_ids_from_mask
 from .engines.base import EngineSpec, SamplingInterface, WeightSource
 from .errors import RequestError
+from .logs import logger
 from .model_engine import EngineSettings, ModelEngine, copy_weights
-
-logger = logging.getLogger("arctic_platform.server")
 
 
 @dataclass

@@ -33,7 +33,6 @@ model the work is Python-bound, so the two jobs barely overlap. :class:`ProcessS
 from __future__ import annotations
 
 import dataclasses
-import logging
 import multiprocessing as mp
 import os
 import shutil
@@ -47,10 +46,9 @@ from ..reasons import one_line
 from .engines.base import EngineSpec, SamplingInterface, WeightSource
 from .engines.shared import check_weight_layout, source_tensors, sync_folder, watch_parent, weights_file
 from .errors import RequestError
+from .logs import logger
 from .model_engine import EngineSettings, weight_norm
 from .sampling_engine import GenerateItem, SamplingEngine
-
-logger = logging.getLogger("arctic_platform.server")
 
 __all__ = ["ProcessSamplingEngine"]
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import math
 import os
 import re
@@ -48,6 +47,7 @@ from . import loss as L
 from .batch import DenseBatch, check_processing, meta_number, parse_dense_batch
 from .engines.base import EngineSpec, TrainingInterface, WeightSource
 from .errors import RequestError
+from .logs import logger
 from .model_engine import (
     EngineSettings,
     ModelEngine,
@@ -59,8 +59,6 @@ from .model_engine import (
     token_logprobs,
 )
 from .schedule import TrainingSettings, build_scheduler
-
-logger = logging.getLogger("arctic_platform.server")
 
 
 @dataclass

@@ -68,7 +68,6 @@ import contextlib
 import dataclasses
 import itertools
 import json
-import logging
 import math
 import os
 import shutil
@@ -85,12 +84,11 @@ from ..reasons import one_line
 from .engines.base import EngineSpec, SamplingInterface, WeightSource
 from .engines.shared import bucket_bytes, check_sync_space, stream_buckets, sync_folder
 from .errors import RequestError
+from .logs import logger
 from .model_engine import EngineSettings, resolve_dtype
 from .placement import PlacementError, describe_devices, engine_visible_devices, sampling_replicas
 from .sampling_engine import GenerateItem
 from .settings import SAMPLING_ENGINES, ServerLimits
-
-logger = logging.getLogger("arctic_platform.server")
 
 __all__ = [
     "DEFAULT_WEIGHT_SYNC_BUCKET_MB",

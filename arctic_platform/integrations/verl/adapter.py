@@ -82,6 +82,12 @@ def validate_arctic_config(main_config: DictConfig, opts: Optional[ArcticOptions
         ArcticConfigError: every invalid option and every refusal of the backend block (:func:`check_config` runs
             these with the verl settings, all at once).
     """
+    return _validated(main_config, opts)[0]
+
+
+def _validated(main_config: DictConfig, opts: Optional[ArcticOptions] = None):
+    """:func:`validate_arctic_config` and the translation of Arctic-Platform's keys it ran (whose ``retarget``
+    names a later refusal in the spelling the script used)."""
     translation = translate(main_config)  # Arctic-Platform's plugin keys (a no-op once main_ppo's check ran it)
     refusals = list(translation.refusals)
     if opts is None:
@@ -96,7 +102,7 @@ def validate_arctic_config(main_config: DictConfig, opts: Optional[ArcticOptions
     refusals = [translation.retarget(r) for r in refusals]
     if refusals:
         raise ArcticConfigError(_header(refusals, "the arctic backend's options", None), refusals)
-    return opts
+    return opts, translation
 
 
 class BackendSource(NamedTuple):
@@ -399,7 +405,7 @@ class ArcticRemoteBackend(RemoteBackend):
         if handle is not None:
             return cls(main_config, handle)
         try:
-            opts = validate_arctic_config(main_config)
+            opts, translation = _validated(main_config)
         except ArcticConfigError:  # the options are wrong: refuse them with every line the static profile gives
             check_config(main_config)
             raise
@@ -421,7 +427,7 @@ class ArcticRemoteBackend(RemoteBackend):
         try:
             # what the backend honours is known once it answers /health (cortex: fixed): refuse before any job
             client.connect()
-            retarget = translate(main_config).retarget  # name the key the script wrote (Arctic-Platform's spelling)
+            retarget = translation.retarget  # name the key the script wrote (Arctic-Platform's spelling)
             refusals = [retarget(r) for r in settings_refusals(main_config, opts, client.backend_profile)]
             if cortex:
                 # what the create body has no field for (client config terms; the client refuses it too)

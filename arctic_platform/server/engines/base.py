@@ -298,11 +298,9 @@ class SamplingInterface(Engine, WeightTarget):
             try:
                 self.tokenizer()
             except Exception:  # a model folder without a tokenizer still serves token ids
-                import logging
+                from ..logs import logger
 
-                logging.getLogger("arctic_platform.server").warning(
-                    "no tokenizer in %s: generate results carry text=null", self.settings.model_path
-                )
+                logger.warning("no tokenizer in %s: generate results carry text=null", self.settings.model_path)
                 self._no_tokenizer = True
         return self._tokenizer
 
