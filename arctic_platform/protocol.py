@@ -67,6 +67,7 @@ __all__ = [
     "GenerateRequest",
     "JobConfig",
     "JobStatus",
+    "DEFAULT_JOB_GPUS",
     "JobType",
     "JobTypeName",
     "LOG_PROB_DEVICES",
@@ -106,6 +107,10 @@ def job_gpu_counts(source: Any) -> dict[str, int]:
     ``--training-gpus`` / ``--sampling-gpus`` / ``--log-prob-gpus`` flags, its ``ServerLimits``, the client config."""
     return {t: int(getattr(source, f"{t}_gpus")) for t in JOB_TYPES}
 
+
+DEFAULT_JOB_GPUS = 1
+"""A job's GPUs (CPU workers) when nothing says: ``--training-gpus`` / ``--sampling-gpus`` / ``--log-prob-gpus``, the
+client's and the plugin's ``*_gpus`` (Arctic-Platform's defaults too)."""
 
 LOG_PROB_DEVICES = ("own", "training")
 """Where the log_prob (reference) job runs: ``own`` GPUs after the other jobs', or the ``training`` job's GPUs (a

@@ -31,6 +31,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from ..protocol import (
+    DEFAULT_JOB_GPUS,
     DEFAULT_MAX_SEQ_LEN,
     JOB_CREATE_ORDER,
     LrSchedule,
@@ -254,11 +255,11 @@ class ArcticRLClientConfig(_Model):
     """Prompt + response limit of every job."""
     device: str = "auto"
     """auto (cuda if available, else cpu), cpu, cuda[:N]."""
-    training_gpus: int = Field(1, ge=0)
+    training_gpus: int = Field(DEFAULT_JOB_GPUS, ge=0)
     """0: no training job."""
-    sampling_gpus: int = Field(1, ge=0)
+    sampling_gpus: int = Field(DEFAULT_JOB_GPUS, ge=0)
     """0: no sampling job."""
-    log_prob_gpus: int = Field(1, ge=0)
+    log_prob_gpus: int = Field(DEFAULT_JOB_GPUS, ge=0)
     """0: no log_prob job; ``forward(ref=True)`` then raises "No log_prob job initialized."."""
     log_prob_devices: Literal["own", "training"] = "own"
     """Where the embedded server runs the log_prob job: GPUs of its ``own``, or the ``training`` job's (sharded

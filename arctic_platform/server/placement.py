@@ -166,7 +166,7 @@ def _shared_log_prob(counts: dict[str, int], log_prob_devices: str, overrides: d
         raise PlacementError(f"--log-prob-devices {log_prob_devices!r} is not one of {LOG_PROB_DEVICES}")
     if log_prob_devices == "own" or "log_prob" not in counts:
         return False
-    train, lp = counts.get("training", 0), counts["log_prob"]
+    train, lp = (counts["training"] if "training" in counts else 0), counts["log_prob"]
     if train != lp:
         raise PlacementError(
             f"--log-prob-devices training runs the log_prob job on the training job's {train} device(s), but it asks "
@@ -201,20 +201,39 @@ def _ranges(counts: dict[str, int], device_count: int) -> dict[str, Devices]:
     )
 
 
-def sampling_replicas(devices: Devices, tensor_parallel_size: int) -> list[Devices]:
-    """The sampling job's devices cut into replicas of ``tensor_parallel_size`` consecutive devices each.
+def replica_count(sampling: int, tensor_parallel_size: int) -> int:
+    """The rollout TP / replicas rule, in one place (the server's sampling job, the verl plugin's start-up check and
+    the H200 launcher's plan all call it): ``sampling`` devices run ``sampling / TP`` independent vLLM replicas of
+    ``TP`` devices each, so TP must be at least 1 and divide them.
 
     Raises:
-        PlacementError: a size below 1, or one that does not divide the job's devices (naming both settings).
+        PlacementError: a size below 1, or one that does not divide ``sampling`` (naming both settings).
     """
-    tp, n = int(tensor_parallel_size), len(devices)
+    tp, n = int(tensor_parallel_size), int(sampling)
     if tp < 1 or n % tp:
         raise PlacementError(
             f"vllm_config.tensor_parallel_size={tp} does not divide the sampling job's {n} device(s) "
             f"({gpus_flag('sampling')} {n}): the sampling job runs {gpus_flag('sampling')} / tensor_parallel_size "
             "replicas; make the sampling GPUs a multiple of the tensor-parallel size"
         )
-    return [tuple(devices[i : i + tp]) for i in range(0, n, tp)]
+    return n // tp
+
+
+def tp_sizes(sampling: int) -> list[int]:
+    """The tensor-parallel sizes :func:`replica_count` accepts for ``sampling`` devices."""
+    return [d for d in range(1, int(sampling) + 1) if int(sampling) % d == 0]
+
+
+def sampling_replicas(devices: Devices, tensor_parallel_size: int) -> list[Devices]:
+    """The sampling job's devices cut into replicas of ``tensor_parallel_size`` consecutive devices each
+    (:func:`replica_count`'s rule).
+
+    Raises:
+        PlacementError: a size below 1, or one that does not divide the job's devices (naming both settings).
+    """
+    replica_count(len(devices), tensor_parallel_size)
+    tp = int(tensor_parallel_size)
+    return [tuple(devices[i : i + tp]) for i in range(0, len(devices), tp)]
 
 
 def engine_visible_devices(devices: Devices, server_visible: str | None) -> str:
@@ -292,4 +311,4 @@ def split_node(
         )
     training = gpus - ref - sampling
     log_prob = training if reference and reference_on_training else ref
-    return {"training": training, "sampling": sampling, "log_prob": log_prob, "replicas": sampling // tp}
+    return {"training": training, "sampling": sampling, "log_prob": log_prob, "replicas": replica_count(sampling, tp)}

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..protocol import DEFAULT_MAX_SEQ_LEN, job_gpu_counts
+from ..protocol import DEFAULT_JOB_GPUS, DEFAULT_MAX_SEQ_LEN, job_gpu_counts
 
 SAMPLING_ENGINES = ("auto", "vllm", "torch")
 """``--sampling-engine`` / ``extensions.sampling_engine`` values (:func:`.vllm_engine.resolve_sampling_engine`)."""
@@ -33,11 +33,11 @@ SAMPLING_ENGINES = ("auto", "vllm", "torch")
 class ServerLimits:
     """Server-wide settings the registry needs."""
 
-    training_gpus: int = 1
+    training_gpus: int = DEFAULT_JOB_GPUS
     """``--training-gpus``: training workers (0: no training job)."""
-    sampling_gpus: int = 1
+    sampling_gpus: int = DEFAULT_JOB_GPUS
     """``--sampling-gpus``: sampling workers (0: no sampling job)."""
-    log_prob_gpus: int = 1
+    log_prob_gpus: int = DEFAULT_JOB_GPUS
     """``--log-prob-gpus``: log_prob workers (0: no log_prob job)."""
     log_prob_devices: str = "own"
     """``--log-prob-devices``: ``own`` GPUs, or the ``training`` job's (:func:`.placement.place_jobs`)."""

@@ -122,9 +122,14 @@ def tp_refusal(cfg: DictConfig, opts: Any, view: SamplerView) -> Optional[Refusa
             f"set {TP_KEY}=1, {_install(view)}",
             [f"{TP_KEY}=1"],
         )
-    if tp >= 1 and sampling % tp == 0:
+    from arctic_platform.server.placement import PlacementError, replica_count, tp_sizes
+
+    try:
+        replica_count(sampling, tp)
         return None
-    fits = [d for d in range(1, sampling + 1) if sampling % d == 0]
+    except PlacementError:
+        pass
+    fits = tp_sizes(sampling)
     multiple = max(tp, 1) * max(1, sampling // max(tp, 1))
     return Refusal(
         f"{shown(TP_KEY, tp)} with {shown(GPUS_KEY.format('sampling'), sampling)}",

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Optional
 
 from arctic_platform.protocol import JOB_TYPES
-from arctic_platform.server.placement import PlacementError, describe_devices, place_jobs, split_node
+from arctic_platform.server.placement import PlacementError, describe_devices, place_jobs, replica_count, split_node
 
 __all__ = ["GIB", "H200_GIB", "ModelFacts", "Plan", "PlanError", "main", "make_plan", "model_facts"]
 
@@ -175,8 +175,10 @@ def make_plan(
         PlanError: a training state above :data:`TRAINING_SHARE` of a GPU, sampling weights above the vLLM budget,
             or job sizes that do not fit the node.
     """
+    if counts is not None:
+        counts = {j: int(counts.get(j, 0)) for j in JOB_TYPES}
     if reference_devices is None:  # the split's default; given sizes say it themselves (LOG_PROB_GPUS = TRAIN_GPUS)
-        given_own = counts is not None and int(counts.get("log_prob", 0)) != int(counts.get("training", 0))
+        given_own = counts is not None and counts["log_prob"] != counts["training"]
         reference_devices = "own" if given_own else "training"
     on_training = reference and reference_devices == "training"
     ref_weights = BF16 * facts.params
@@ -210,7 +212,6 @@ def make_plan(
             + f", the rest samples in replicas of TP {tp}"
         )
     else:
-        counts = {j: int(counts.get(j, 0)) for j in JOB_TYPES}
         why = "as given (TRAIN_GPUS / SAMPLING_GPUS / LOG_PROB_GPUS)"
         on_training = on_training and counts["log_prob"] > 0
         if on_training and counts["log_prob"] != counts["training"]:
@@ -228,8 +229,10 @@ def make_plan(
     except PlacementError as e:
         raise PlanError(str(e)) from None
     n_train = max(1, counts["training"])
-    if counts["sampling"] % tp:
-        raise PlanError(f"SAMPLING_GPUS={counts['sampling']} is not a multiple of the rollout TP {tp}")
+    try:
+        replica_count(counts["sampling"], tp)
+    except PlacementError:
+        raise PlanError(f"SAMPLING_GPUS={counts['sampling']} is not a multiple of the rollout TP {tp}") from None
     per_gpu_state = TRAINING_BYTES_PER_PARAM * facts.params / n_train
     ref_shard = ref_weights / n_train if on_training else 0.0
     if per_gpu_state + ref_shard + inflight + gathered > TRAINING_SHARE * gpu_bytes:

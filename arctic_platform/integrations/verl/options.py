@@ -38,6 +38,8 @@ from typing import Any, Literal, Optional
 from omegaconf import DictConfig, OmegaConf, open_dict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from arctic_platform.protocol import DEFAULT_JOB_GPUS
+
 from .refusal import ArcticConfigError, Refusal, shown
 
 __all__ = [
@@ -186,9 +188,9 @@ class ArcticOptions(_Options):
     device: str = "auto"
     dtype: Optional[Literal["float32", "bfloat16", "float16", "float64"]] = None
     seed: Optional[int] = None
-    training_gpus: int = Field(1, ge=0)
-    sampling_gpus: int = Field(1, ge=0)
-    log_prob_gpus: int = Field(1, ge=0)
+    training_gpus: int = Field(DEFAULT_JOB_GPUS, ge=0)
+    sampling_gpus: int = Field(DEFAULT_JOB_GPUS, ge=0)
+    log_prob_gpus: int = Field(DEFAULT_JOB_GPUS, ge=0)
     log_prob_devices: Literal["own", "training"] = "own"
     shared_filesystem: Optional[bool] = None
     timeouts: Timeouts = Field(default_factory=Timeouts)
