@@ -33,7 +33,7 @@ the sampling GPUs, and a training job without ``train_batch_size`` (the typed cr
 checkpoint root is not sent (Cortex keeps checkpoints in its own store; ``save(path=...)`` is refused).
 
 **The LR schedule** travels where SnowAPI has a place for it: ``/step``'s ``learning_rate`` [6.2]. The client runs
-verl's own schedule (:func:`arctic_platform.server.schedule.build_scheduler`, the embedded server's) and sends every
+verl's own schedule (:func:`arctic_platform.schedule.build_scheduler`, the embedded server's) and sends every
 step's rate; a tick follows each step the caller ticks (verl: the last mini-batch of a training step).
 
 **Forward-backward** (:func:`forward_backward_frame`). SnowAPI leaves the frame's keys to the backend [10.3]; this is
@@ -203,7 +203,7 @@ class CortexSchedule:
 
     def __init__(self, config: ArcticRLClientConfig):
         from ..protocol import schedule_settings
-        from ..server.schedule import TrainingSettings
+        from ..schedule import TrainingSettings
 
         t = config.training
         self.settings = TrainingSettings(lr=t.optimizer.lr, **schedule_settings(t.lr_schedule))
@@ -248,7 +248,7 @@ class CortexSchedule:
     def _lr_after(self, ticks: int) -> float:
         import torch
 
-        from ..server.schedule import build_scheduler
+        from ..schedule import build_scheduler
 
         st = self.settings
         if st.lr_scheduler_type == "constant" and st.warmup_steps <= 0 and st.warmup_steps_ratio <= 0:

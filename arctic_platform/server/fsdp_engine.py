@@ -56,6 +56,7 @@ from typing import Any
 
 import torch
 
+from ..schedule import TrainingSettings
 from .batch import DenseBatch, select_rows
 from .engines.base import EngineSpec, ForwardInterface, TrainingInterface, WeightSource
 from .engines.shared import bucket_bytes, check_sync_space, check_weight_layout, nbytes, stream_buckets, sync_folder
@@ -64,7 +65,6 @@ from .fsdp_worker import rank_main, rank_settings, receive, send
 from .logs import logger
 from .loss import LossConfigError, MetricAccumulator, MicroBatching, micro_batch_rows
 from .model_engine import EngineSettings, forward_reply, plan_forward, resolve_dtype
-from .schedule import TrainingSettings
 from .settings import ServerLimits
 from .training_engine import plan_update, read_checkpoint_state
 

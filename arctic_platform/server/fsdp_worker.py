@@ -52,12 +52,12 @@ from typing import Any
 import torch
 
 from ..reasons import one_line
+from ..schedule import TrainingSettings
 from .engines.shared import nbytes, plan_buckets, watch_parent
 from .errors import RequestError
 from .logprob_engine import ForwardEngine
 from .logs import logger
 from .model_engine import EngineSettings, param_items, resolve_dtype
-from .schedule import TrainingSettings
 from .training_engine import TrainingEngine
 
 __all__ = ["RankForward", "RankTrainer", "rank_main", "receive", "send"]

@@ -63,6 +63,7 @@ from ..protocol import (
     schedule_settings,
 )
 from ..reasons import one_line
+from ..schedule import TrainingSettings
 from .engine_calls import JobLock
 from .engines.base import EngineSpec
 from .engines.registry import engine_class
@@ -70,7 +71,6 @@ from .errors import RequestError
 from .logs import events, logger
 from .model_engine import EngineSettings, resolve_dtype
 from .sampling_engine import torch_engine_rows
-from .schedule import TrainingSettings
 from .settings import ServerLimits
 
 

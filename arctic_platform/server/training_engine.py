@@ -43,6 +43,7 @@ from typing import Any
 
 import torch
 
+from ..schedule import TrainingSettings, build_scheduler
 from . import loss as L
 from .batch import DenseBatch, check_processing, meta_number, parse_dense_batch
 from .engines.base import EngineSpec, TrainingInterface, WeightSource
@@ -58,7 +59,6 @@ from .model_engine import (
     real_columns,
     token_logprobs,
 )
-from .schedule import TrainingSettings, build_scheduler
 
 
 @dataclass

@@ -36,7 +36,11 @@ def child(args) -> None:
     import torch
 
     from arctic_platform.server import engines as E
-    from arctic_platform.server.schedule import TrainingSettings
+
+    try:
+        from arctic_platform.schedule import TrainingSettings
+    except ImportError:  # a checkout before the schedule moved below client and server (--code)
+        from arctic_platform.server.schedule import TrainingSettings
 
     torch.set_num_threads(args.threads)
     settings = E.EngineSettings(model_path=args.model, device="cpu", dtype="float32", max_seq_len=4096)

@@ -60,7 +60,11 @@ def child(args) -> None:
     import torch
 
     from arctic_platform.server import engines as E
-    from arctic_platform.server.schedule import TrainingSettings
+
+    try:
+        from arctic_platform.schedule import TrainingSettings
+    except ImportError:  # a checkout before the schedule moved below client and server (--code)
+        from arctic_platform.server.schedule import TrainingSettings
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -57,7 +57,11 @@ def child(args) -> None:
 
     from arctic_platform.server.fsdp_engine import ShardedTrainingEngine
     from arctic_platform.server.model_engine import EngineSettings
-    from arctic_platform.server.schedule import TrainingSettings
+
+    try:
+        from arctic_platform.schedule import TrainingSettings
+    except ImportError:  # a checkout before the schedule moved below client and server (--code)
+        from arctic_platform.server.schedule import TrainingSettings
     from arctic_platform.server.vllm_engine import VllmSamplingEngine
 
     torch.manual_seed(0)

@@ -63,10 +63,10 @@ from .base import Engine, EngineSpec, ForwardInterface, SamplingInterface, Train
 from .registry import engine_class, register_engine
 
 if TYPE_CHECKING:
+    from ...schedule import TrainingSettings
     from ..logprob_engine import ForwardEngine
     from ..model_engine import EngineSettings, weight_norm
     from ..sampling_engine import GenerateItem, SamplingEngine
-    from ..schedule import TrainingSettings
     from ..training_engine import TrainingEngine
 
 _LAZY = {

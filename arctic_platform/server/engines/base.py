@@ -45,9 +45,9 @@ from ..settings import ServerLimits
 if TYPE_CHECKING:
     import torch
 
+    from ...schedule import TrainingSettings
     from ..model_engine import EngineSettings
     from ..sampling_engine import GenerateItem
-    from ..schedule import TrainingSettings
 
 __all__ = [
     "BucketedWeightSource",

@@ -32,6 +32,7 @@ from safetensors.torch import load_file
 
 import verl.utils.fsdp_utils  # noqa: F401  (the FSDP engine reads verl's FSDP helpers: a broken import fails here)
 from arctic_platform.protocol import JobConfig, JobStatus
+from arctic_platform.schedule import TrainingSettings
 from arctic_platform.server.engine_calls import call_locked
 from arctic_platform.server.engines.shared import stream_buckets
 from arctic_platform.server.errors import EngineFailed, RequestError
@@ -39,7 +40,6 @@ from arctic_platform.server.fsdp_engine import RankGroup, ShardedForwardEngine, 
 from arctic_platform.server.jobs import Job
 from arctic_platform.server.logprob_engine import ForwardEngine
 from arctic_platform.server.model_engine import EngineSettings
-from arctic_platform.server.schedule import TrainingSettings
 from arctic_platform.server.training_engine import TrainingEngine
 
 P, R = 6, 5

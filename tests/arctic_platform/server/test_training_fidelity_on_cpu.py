@@ -18,10 +18,10 @@ import torch
 
 import verl.utils.torch_functional as verl_F
 from arctic_platform.protocol import JobConfig
+from arctic_platform.schedule import TrainingSettings
 from arctic_platform.server import engines as E
 from arctic_platform.server.jobs import training_settings
 from arctic_platform.server.routes.bodies import parse_model
-from arctic_platform.server.schedule import TrainingSettings
 
 P, R = 6, 5
 

@@ -14,6 +14,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Optimizer, LR-schedule, precision and LoRA settings of a training job; the schedule is verl's own.
 
+It sits below both the server (whose training engines step it) and the client (whose Cortex transport computes the
+same schedule for a backend that has none), so neither imports the other.
+
 The LR scheduler is built by verl's functions (``verl.utils.torch_functional.get_constant_schedule_with_warmup`` /
 ``get_cosine_schedule_with_warmup``) with verl's arguments (``num_cycles``, ``zero_indexed_step``, ``min_lr_ratio``,
 warmup in steps or as a ratio of the horizon), exactly as verl's FSDP engine builds it (``_build_lr_scheduler``).
@@ -31,12 +34,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol import DEFAULT_BETAS, DEFAULT_EPS, DEFAULT_GRAD_CLIP, DEFAULT_LR, DEFAULT_WEIGHT_DECAY, LrSchedule
+from .protocol import DEFAULT_BETAS, DEFAULT_EPS, DEFAULT_GRAD_CLIP, DEFAULT_LR, DEFAULT_WEIGHT_DECAY, LrSchedule
 
 
 @dataclass
 class TrainingSettings:
-    """Optimizer, schedule, precision and adapter of a training job (:func:`.jobs.training_settings`)."""
+    """Optimizer, schedule, precision and adapter of a training job (the server builds it in
+    :func:`arctic_platform.server.jobs.training_settings`)."""
 
     lr: float = DEFAULT_LR
     betas: tuple[float, float] = DEFAULT_BETAS
