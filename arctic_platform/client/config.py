@@ -30,13 +30,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from ..ds_config import build_ds_config
 from ..protocol import (
     DEFAULT_JOB_GPUS,
     DEFAULT_MAX_SEQ_LEN,
     JOB_CREATE_ORDER,
     LrSchedule,
     OptimizerSpec,
-    build_ds_config,
     job_gpu_counts,
 )
 
@@ -62,7 +62,7 @@ class TrainingConfig(_Model):
     ``optimizer`` and ``lr_schedule`` are the protocol's typed specs (:class:`~arctic_platform.protocol.OptimizerSpec`,
     :class:`~arctic_platform.protocol.LrSchedule`), as the verl plugin builds them from verl's own config: the job
     body sends the schedule as ``extensions.lr_schedule`` (a server with verl's schedule) and, derived from it by
-    :func:`~arctic_platform.protocol.ds_scheduler`, as ``ds_config.scheduler`` (a reference server).
+    :func:`~arctic_platform.ds_config.ds_scheduler`, as ``ds_config.scheduler`` (a reference server).
     """
 
     optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)

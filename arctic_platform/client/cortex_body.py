@@ -202,7 +202,7 @@ class CortexSchedule:
     """
 
     def __init__(self, config: ArcticRLClientConfig):
-        from ..protocol import schedule_settings
+        from ..ds_config import schedule_settings
         from ..schedule import TrainingSettings
 
         t = config.training

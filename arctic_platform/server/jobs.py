@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..ds_config import read_ds_config, read_lora, read_lr_schedule, read_training_config, schedule_settings
 from ..protocol import (
     JOB_TYPES,
     LIVE_STATES,
@@ -56,11 +57,6 @@ from ..protocol import (
     JobStatus,
     JobType,
     gpus_flag,
-    read_ds_config,
-    read_lora,
-    read_lr_schedule,
-    read_training_config,
-    schedule_settings,
 )
 from ..reasons import one_line
 from ..schedule import TrainingSettings

@@ -92,7 +92,8 @@ def test_the_one_warmup_rule(schedule, horizon, warmup):
 
 
 def test_a_schedule_without_its_horizon_gives_no_deepspeed_scheduler():
-    from arctic_platform.protocol import LrSchedule, ds_scheduler
+    from arctic_platform.ds_config import ds_scheduler
+    from arctic_platform.protocol import LrSchedule
 
     assert ds_scheduler(LrSchedule(lr_scheduler_type="cosine"), 1e-3) is None
     assert ds_scheduler(LrSchedule(lr_warmup_steps_ratio=0.1), 1e-3) is None
@@ -121,7 +122,7 @@ def test_ds_config_refusals_name_the_key(ds, key):
 
 
 def test_training_config_is_read_as_the_reference_reads_it():
-    from arctic_platform.protocol import DsConfigError, read_training_config
+    from arctic_platform.ds_config import DsConfigError, read_training_config
 
     tc = {
         "optimizer": {"lr": 2e-5, "beta1": 0.8, "beta2": 0.95, "gradient_clipping": 0.5},

@@ -16,7 +16,8 @@ from arctic_platform.client import (
     LocalConfig,
     OnPremConfig,
 )
-from arctic_platform.protocol import JobConfig, read_ds_config
+from arctic_platform.ds_config import read_ds_config
+from arctic_platform.protocol import JobConfig
 
 
 def test_defaults_and_job_bodies(tmp_path):

@@ -9,7 +9,8 @@ import shutil
 import pytest
 from pydantic import ValidationError
 
-from arctic_platform.protocol import JobConfig, LrSchedule, OptimizerSpec, build_ds_config
+from arctic_platform.ds_config import build_ds_config
+from arctic_platform.protocol import JobConfig, LrSchedule, OptimizerSpec
 from arctic_platform.server.engines import RequestError
 from arctic_platform.server.jobs import JobRegistry, ServerLimits
 from arctic_platform.server.routes.bodies import parse_model
