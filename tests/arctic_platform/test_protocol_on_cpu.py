@@ -8,24 +8,22 @@ import sys
 import pytest
 from pydantic import ValidationError
 
+from arctic_platform.ds_config import DsConfigError, build_ds_config, read_ds_config
 from arctic_platform.protocol import (
     AGG_MODES,
     JOB_TYPES,
     KL_TYPES,
     TERMINAL_STATES,
     DestroyRequest,
-    DsConfigError,
     JobConfig,
     JobStatus,
-    build_ds_config,
     first_error,
     normalize_state,
-    read_ds_config,
 )
 
 
 def test_importing_the_protocol_loads_no_torch():
-    code = "import sys, arctic_platform.protocol; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, arctic_platform.protocol, arctic_platform.ds_config; assert 'torch' not in sys.modules, 'torch'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd="/")
 
 
