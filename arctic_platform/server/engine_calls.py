@@ -115,6 +115,31 @@ def in_thread(fn, *args) -> asyncio.Future:
     return fut
 
 
+def _busy(job: Job, timeout: float) -> RequestError:
+    return RequestError(f"job {job.job_id} stayed busy for {timeout:.0f}s (engine_timeout_s)", 503)
+
+
+def _require_running(job: Job) -> None:
+    if job.status != JobStatus.RUNNING or job.engine is None:
+        raise RequestError(f"job {job.job_id} is {job.status}" + (f": {job.reason}" if job.reason else ""), 409)
+
+
+def _metered(job: Job, fn):
+    """``fn()``, its time counted as ``job``'s compute time and in the busy meter; an engine failure fails the job."""
+    t0 = time.perf_counter()
+    if job.meter is not None:
+        job.meter.enter(job.job_type)
+    try:
+        return fn()
+    except EngineFailed as e:
+        job.set(JobStatus.FAILED, f"engine failed: {e}")
+        raise RequestError(f"job {job.job_id} failed: {e}", 500) from None
+    finally:
+        job.compute_s += time.perf_counter() - t0
+        if job.meter is not None:
+            job.meter.exit(job.job_type)
+
+
 def call_locked(job: Job, fn, timeout: float, *more: Job):
     """Call ``fn()`` holding ``job``'s lock (then ``more`` locks, in order), each wait bounded by ``timeout``.
 
@@ -128,22 +153,10 @@ def call_locked(job: Job, fn, timeout: float, *more: Job):
     try:
         for j in (job, *more):
             if not j.lock.acquire(timeout=timeout):
-                raise RequestError(f"job {j.job_id} stayed busy for {timeout:.0f}s (engine_timeout_s)", 503)
+                raise _busy(j, timeout)
             held.append(j)
-            if j.status != JobStatus.RUNNING or j.engine is None:
-                raise RequestError(f"job {j.job_id} is {j.status}" + (f": {j.reason}" if j.reason else ""), 409)
-        t0 = time.perf_counter()
-        if job.meter is not None:
-            job.meter.enter(job.job_type)
-        try:
-            return fn()
-        except EngineFailed as e:
-            job.set(JobStatus.FAILED, f"engine failed: {e}")
-            raise RequestError(f"job {job.job_id} failed: {e}", 500) from None
-        finally:
-            job.compute_s += time.perf_counter() - t0
-            if job.meter is not None:
-                job.meter.exit(job.job_type)
+            _require_running(j)
+        return _metered(job, fn)
     finally:
         for j in reversed(held):
             j.lock.release()
@@ -153,21 +166,9 @@ def call_shared(job: Job, fn, timeout: float):
     """:func:`call_locked` on the shared side of ``job``'s lock (generate calls of a ``concurrent_generate``
     engine: several at once, never beside an exclusive call)."""
     if not job.lock.acquire_shared(timeout=timeout):
-        raise RequestError(f"job {job.job_id} stayed busy for {timeout:.0f}s (engine_timeout_s)", 503)
+        raise _busy(job, timeout)
     try:
-        if job.status != JobStatus.RUNNING or job.engine is None:
-            raise RequestError(f"job {job.job_id} is {job.status}" + (f": {job.reason}" if job.reason else ""), 409)
-        t0 = time.perf_counter()
-        if job.meter is not None:
-            job.meter.enter(job.job_type)
-        try:
-            return fn()
-        except EngineFailed as e:
-            job.set(JobStatus.FAILED, f"engine failed: {e}")
-            raise RequestError(f"job {job.job_id} failed: {e}", 500) from None
-        finally:
-            job.compute_s += time.perf_counter() - t0
-            if job.meter is not None:
-                job.meter.exit(job.job_type)
+        _require_running(job)
+        return _metered(job, fn)
     finally:
         job.lock.release_shared()

@@ -45,6 +45,30 @@ def write_csv(name: str, rows: list[dict], out_dir: Path | None = None) -> Path:
     return path
 
 
+CHILD_MARK = "bench-child-result: "
+"""The line a benchmark's child process prints its JSON result after (:func:`child_result`, :func:`run_child`)."""
+
+
+def child_result(value: dict) -> None:
+    """Print a child process's result for :func:`run_child` (other output, e.g. vLLM's, may surround it)."""
+    import json
+
+    print(CHILD_MARK + json.dumps(value), flush=True)
+
+
+def run_child(cmd: list[str], code: str | None) -> dict:
+    """Run a benchmark's child ``cmd`` with ``code`` (another checkout's root, or None: the installed package) first
+    on ``PYTHONPATH``; its :func:`child_result`, or exit naming the code and the child's stderr."""
+    import json
+
+    env = dict(os.environ, PYTHONPATH=code) if code else dict(os.environ)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith(CHILD_MARK)]
+    if res.returncode != 0 or not lines:
+        raise SystemExit(f"{code or 'installed'}: the child failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
+    return json.loads(lines[-1].removeprefix(CHILD_MARK))
+
+
 def tiny_model(workdir: Path) -> Path:
     from arctic_platform.fixtures import make_tiny_model
 

@@ -17,16 +17,13 @@ The model is a small random Qwen2 (vocabulary 4096, hidden 128, 4 layers), float
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write_csv  # noqa: E402
+from _common import child_result, run_child, write_csv  # noqa: E402
 
 PROMPTS = [60, 85, 110, 150, 72, 95, 130, 66]
 RESPONSES = [300, 120, 90, 210, 260, 150, 180, 100]
@@ -81,15 +78,13 @@ def child(args) -> None:
         eng.step()
         times.append(time.perf_counter() - t0)
     times.sort()
-    print(json.dumps({"seconds": times[len(times) // 2], "loss": first["loss"], "grad_norm": first.get("grad_norm")}))
+    child_result({"seconds": times[len(times) // 2], "loss": first["loss"], "grad_norm": first.get("grad_norm")})
 
 
 def _run(model: Path, code: str | None, p_max: int, r_max: int, args) -> dict:
     cmd = [sys.executable, __file__, "--child", "--model", str(model), "--p-max", str(p_max), "--r-max", str(r_max)]
     cmd += ["--repeat", str(args.repeat), "--threads", str(args.threads)]
-    env = dict(os.environ, PYTHONPATH=code) if code else dict(os.environ)
-    res = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    return run_child(cmd, code)
 
 
 def main() -> None:

@@ -16,17 +16,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import server, tiny_model, workdir, write_csv  # noqa: E402
-
-_MARK = "short-behind-long: "
+from _common import child_result, run_child, server, tiny_model, workdir, write_csv  # noqa: E402
 
 
 async def _round(url: str, sid: int, long_tokens: int) -> tuple[float, float]:
@@ -70,17 +65,12 @@ def child(args) -> None:
     shorts = sorted(s for s, _ in rounds)
     longs = sorted(lg for _, lg in rounds)
     mid = len(rounds) // 2
-    print(_MARK + json.dumps({"ratio": ratios[mid], "short_s": shorts[mid], "long_s": longs[mid]}), flush=True)
+    child_result({"ratio": ratios[mid], "short_s": shorts[mid], "long_s": longs[mid]})
 
 
 def _run(code: str | None, args) -> dict:
     cmd = [sys.executable, __file__, "--child", "--repeat", str(args.repeat), "--long-tokens", str(args.long_tokens)]
-    env = dict(os.environ, PYTHONPATH=code) if code else dict(os.environ)
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    lines = [ln for ln in res.stdout.splitlines() if ln.startswith(_MARK)]
-    if res.returncode != 0 or not lines:
-        raise SystemExit(f"{code or 'installed'}: the child failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
-    return json.loads(lines[-1].removeprefix(_MARK))
+    return run_child(cmd, code)
 
 
 def main() -> None:

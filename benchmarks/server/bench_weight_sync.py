@@ -19,11 +19,8 @@ parameters, 150 MB in bf16), 1 thread per rank.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,9 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write_csv  # noqa: E402
-
-_MARK = "weight-sync-result: "
+from _common import child_result, run_child, write_csv  # noqa: E402
 
 
 def _peak_shm(stop: threading.Event, out: list[int]) -> None:
@@ -82,7 +77,7 @@ def child(args) -> None:
             watch.join()
             peaks.append(peak[0])
         times.sort()
-        print(_MARK + json.dumps({"seconds": times[len(times) // 2], "peak_shm_bytes": max(peaks)}), flush=True)
+        child_result({"seconds": times[len(times) // 2], "peak_shm_bytes": max(peaks)})
     finally:
         sampler.close()
         trainer.close()
@@ -91,12 +86,7 @@ def child(args) -> None:
 def _run(model: Path, code: str | None, args) -> dict:
     cmd = [sys.executable, __file__, "--child", "--model", str(model), "--repeat", str(args.repeat)]
     cmd += ["--sampler-dtype", args.sampler_dtype, "--bucket-mb", str(args.bucket_mb)]
-    env = dict(os.environ, PYTHONPATH=code) if code else dict(os.environ)
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    lines = [ln for ln in res.stdout.splitlines() if ln.startswith(_MARK)]
-    if res.returncode != 0 or not lines:
-        raise SystemExit(f"{code or 'installed'}: the child failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
-    return json.loads(lines[-1].removeprefix(_MARK))
+    return run_child(cmd, code)
 
 
 def main() -> None:
