@@ -46,7 +46,7 @@ its own module (import anything else from the module that defines it):
 | ``engines/shared.py`` | ``shm_dir``, ``weights_file``, ``check_weight_layout``, ``watch_parent`` |
 | ``errors.py`` | :class:`RequestError` |
 | ``batch.py`` | dense batch schema (:func:`parse_dense_batch`), processing allow-lists |
-| ``schedule.py`` | :class:`TrainingSettings`, verl's LR schedule (:func:`build_scheduler`) |
+| ``arctic_platform/schedule.py`` | :class:`TrainingSettings`, verl's LR schedule (:func:`build_scheduler`) |
 | ``model_engine.py`` | :class:`EngineSettings`, loading, forward pass, :class:`ModelEngine`, :func:`weight_norm` |
 | ``training_engine.py`` | :class:`TrainingEngine` (loss, step, checkpoint save / load / pruning) |
 | ``sampling_engine.py`` | :class:`GenerateItem`, :class:`SamplingEngine` |
@@ -75,7 +75,7 @@ _LAZY = {
     "ForwardEngine": "..logprob_engine",
     "GenerateItem": "..sampling_engine",
     "SamplingEngine": "..sampling_engine",
-    "TrainingSettings": "..schedule",
+    "TrainingSettings": "...schedule",
     "TrainingEngine": "..training_engine",
 }
 

@@ -26,6 +26,6 @@ def test_local_backend_refuses_jobs_that_do_not_fit_the_node(tiny_model_dir, tmp
 
 def test_launcher_help_says_how_local_splits_the_node():
     text = open(launcher_path()).read()
-    assert "training cuda:0-3, sampling cuda:4-6 (3 replicas), reference cuda:7" in text
+    assert "training and reference cuda:0-3, sampling cuda:4-7 (4 replicas)" in text
     assert "4 training, 3 sampling, 1 reference" in text
     assert "python3 -m arctic_platform.integrations.verl.node_plan" in text  # the split is computed, not a comment
