@@ -126,7 +126,7 @@ def _require_running(job: Job) -> None:
 
 def _metered(job: Job, fn):
     """``fn()``, its time counted as ``job``'s compute time and in the busy meter; an engine failure fails the job."""
-    t0 = time.perf_counter()
+    job.begin_compute()
     if job.meter is not None:
         job.meter.enter(job.job_type)
     try:
@@ -135,7 +135,7 @@ def _metered(job: Job, fn):
         job.set(JobStatus.FAILED, f"engine failed: {e}")
         raise RequestError(f"job {job.job_id} failed: {e}", 500) from None
     finally:
-        job.compute_s += time.perf_counter() - t0
+        job.end_compute()
         if job.meter is not None:
             job.meter.exit(job.job_type)
 

@@ -173,7 +173,11 @@ class Job:
     dtype: str = "float32"
     batcher: Any = None
     compute_s: float = 0.0
-    """Seconds of engine work done for this job (measured under its lock; weight syncs count on the source)."""
+    """Seconds during which engine work ran for this job (measured under its lock; concurrent generate calls count
+    once; weight syncs count on the source)."""
+    _computing: int = field(default=0, repr=False)
+    _computing_since: float = field(default=0.0, repr=False)
+    _compute_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     meter: BusyMeter | None = None
     sampling_engine: str | None = None
     """Sampling jobs: ``vllm`` or ``torch`` (resolved at ``/initialize``)."""
@@ -182,6 +186,20 @@ class Job:
     def sharded(self) -> bool:
         """A training / log_prob job on several devices (engine kind ``fsdp``)."""
         return self.job_type in SHARDED_JOB_TYPES and len(self.devices) > 1
+
+    def begin_compute(self) -> None:
+        """An engine call starts (:func:`.engine_calls.call_locked` / ``call_shared``)."""
+        with self._compute_lock:
+            if self._computing == 0:
+                self._computing_since = time.perf_counter()
+            self._computing += 1
+
+    def end_compute(self) -> None:
+        """An engine call ends: :attr:`compute_s` grows when the last concurrent one does (wall time, not a sum)."""
+        with self._compute_lock:
+            self._computing -= 1
+            if self._computing == 0:
+                self.compute_s += time.perf_counter() - self._computing_since
 
     def set(self, status: str, reason: str = "") -> None:
         self.status, self.reason, self.updated_at = status, reason, time.time()

@@ -529,3 +529,24 @@ def test_the_job_lock_lets_generate_calls_share_it_and_an_exclusive_call_wait_fo
     assert not lock.locked()
     with pytest.raises(RuntimeError, match="not held"):
         lock.release()
+
+
+def test_concurrent_generate_calls_count_their_wall_time_once():
+    """A job's compute_s (the plugin's actor/backend_compute_s) is the time any of its calls ran: a generate call
+    that runs entirely inside another adds nothing (a sum of the two would exceed the wall time)."""
+    import threading
+
+    from arctic_platform.server.engine_calls import call_shared
+    from arctic_platform.server.jobs import Job, JobStatus
+
+    job = Job(1, "sampling", "tiny", config=None, status=JobStatus.RUNNING, engine=object())
+
+    def outer():
+        inner = threading.Thread(target=call_shared, args=(job, lambda: time.sleep(0.2), 30))
+        inner.start()
+        inner.join(30)
+
+    t0 = time.perf_counter()
+    call_shared(job, outer, 30)
+    wall = time.perf_counter() - t0
+    assert 0.2 <= job.compute_s <= wall
