@@ -255,8 +255,8 @@ class AsyncArcticRLClient:
         waits for it in its own :meth:`start`. The verl plugin waits for the training and log-prob jobs only, so a
         vLLM engine's start (tens of seconds on CPU, minutes on a GPU node) overlaps the trainer's own start-up.
 
-        Re-attaching (job ids given): checks each job's type and waits while it is still building (``PENDING``, up to
-        ``job_ready_timeout``); a job that failed or was destroyed raises.
+        Re-attaching (job ids given): checks each job's type and waits while a job of ``wait_for`` (default: all) is
+        still building (``PENDING``, up to ``job_ready_timeout``); a job that failed or was destroyed raises.
 
         A start that fails half-way destroys every job it created (retried, :meth:`close`) and stops its server.
 
@@ -287,7 +287,8 @@ class AsyncArcticRLClient:
                             raise ArcticRLJobError(
                                 None, f"job {jid} is a {info.get('job_type')} job, not {jt}", "start", jid
                             )
-                        if normalize_state(info.get("status")) != "running":
+                        state = normalize_state(info.get("status"))
+                        if state in TERMINAL_STATES or state != "running" and (wait_for is None or jt in wait_for):
                             await self._wait_running(jid)  # still building: wait; failed or gone: raises
             else:
                 for jt in JOB_CREATE_ORDER:
@@ -338,6 +339,11 @@ class AsyncArcticRLClient:
             self._schedule = CortexSchedule(c)
             if self._schedule_position:
                 self._schedule.restore(self._schedule_position)
+
+    def adopt_jobs(self) -> None:
+        """Own the jobs this re-attached client names: :meth:`close` destroys them (the verl plugin's TaskRunner
+        taking over the jobs ``main_ppo`` created before Ray started)."""
+        self._owned = [(jid, jt) for jt in JOB_CREATE_ORDER if (jid := self._jobs[jt]) is not None]
 
     async def wait_ready(self, job_types: Collection[str] | None = None) -> None:
         """Wait until this client's jobs of ``job_types`` (default: all it knows) are running.
@@ -1032,6 +1038,9 @@ class ArcticRLClient:
 
     def job_body(self, job_type: str) -> dict:
         return self._client.job_body(job_type)
+
+    def adopt_jobs(self) -> None:
+        self._client.adopt_jobs()
 
     def close(self) -> list[str]:
         """:meth:`AsyncArcticRLClient.close` (the jobs that may still be running), then the loop. Idempotent."""

@@ -134,7 +134,12 @@ def test_sync_smoke_learns_on_vllm_validates_checkpoints_and_resumes_on_torch(tm
     assert (out / "reward.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     final = [line for line in r.stdout.splitlines() if line.startswith(f"smoke: {STEPS} steps, reward ")]
     assert final and f"policy_version {STEPS}," in final[0]
-    assert "sampling engine: vllm" in (out / "arctic_server.log").read_text()
+    server_log = (out / "arctic_server.log").read_text()
+    assert "sampling engine: vllm" in server_log
+    # main_ppo started the server and its jobs before Ray; verl's TaskRunner adopted them (a second server would
+    # append its own line to the same log)
+    assert "arctic backend: started before Ray:" in (out / "main_ppo.log").read_text()
+    assert server_log.count("Arctic RL server listening") == 1
     # validation before training (step 0) and on test_freq, with rollout tags on the synced version
     steps = _verl_steps(out)
     assert any(k.startswith("val-core/") for k in steps[0]) and any(k.startswith("val-core/") for k in steps[SAVE_AT])

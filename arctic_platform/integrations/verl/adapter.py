@@ -387,6 +387,45 @@ def build_client_config(main_config: DictConfig, opts: ArcticOptions):
     )
 
 
+def planned_client(main_config: DictConfig):
+    """``(options, translation, client config)`` of a run whose options and GPUs pass; refused (every line the static
+    profile gives) before any server starts."""
+    try:
+        opts, translation = _validated(main_config)
+    except ArcticConfigError:  # the options are wrong: refuse them with every line the static profile gives
+        check_config(main_config)
+        raise
+    from .node import node_refusals, sampler_view
+
+    view = sampler_view(opts)
+    early = node_refusals(main_config, opts, view)
+    if early:  # the sampler and GPUs cannot honour the run: refuse before a server starts
+        raise ArcticConfigError(_header(early, view.backend, None), early)
+    return opts, translation, build_client_config(main_config, opts)
+
+
+def connect_and_refuse(main_config: DictConfig, opts: ArcticOptions, translation, client, client_config) -> None:
+    """Connect ``client`` and refuse what the backend's profile cannot honour (read from its ``/health``; Cortex's is
+    fixed), every line at once, before any job exists; then log the notes."""
+    cortex = opts.backend.type == "cortex"
+    client.connect()
+    retarget = translation.retarget  # name the key the script wrote (Arctic-Platform's spelling)
+    refusals = [retarget(r) for r in settings_refusals(main_config, opts, client.backend_profile)]
+    if cortex:
+        # what the create body has no field for (client config terms; the client refuses it too)
+        from arctic_platform.client.cortex_body import cortex_refusals
+
+        refusals += [f"remote_backend.arctic: {r}" for r in cortex_refusals(client_config)]
+    refuse(refusals, client.backend_profile, "cortex" if cortex else "/health")
+    for note in settings_notes(main_config, opts, client.backend_profile):
+        logger.warning(f"arctic backend: {note}")
+    if cortex:
+        logger.warning(
+            "arctic backend: cortex has no /forward: verl's old log-probs are zeros the update never reads "
+            "(or the rollout's, in bypass mode), so actor/entropy reads 0"
+        )
+
+
 class ArcticRemoteBackend(RemoteBackend):
     """verl's handle on an Arctic RL backend (one training, one sampling and an optional reference job)."""
 
@@ -404,44 +443,19 @@ class ArcticRemoteBackend(RemoteBackend):
     def from_config(cls, main_config: DictConfig, *, handle: Optional[dict[str, Any]] = None) -> ArcticRemoteBackend:
         if handle is not None:
             return cls(main_config, handle)
-        try:
-            opts, translation = _validated(main_config)
-        except ArcticConfigError:  # the options are wrong: refuse them with every line the static profile gives
-            check_config(main_config)
-            raise
-        from .node import node_refusals, sampler_view
-
-        view = sampler_view(opts)
-        early = node_refusals(main_config, opts, view)
-        if early:  # the sampler and GPUs cannot honour the run: refuse before a server starts
-            raise ArcticConfigError(_header(early, view.backend, None), early)
-        client_config = build_client_config(main_config, opts)
+        opts, translation, client_config = planned_client(main_config)
         from arctic_platform.client import ArcticRLClient
         from arctic_platform.protocol import distinct_gpus
 
         placement = placement_note(main_config)
         if placement:  # one line, before the backend is asked anything
             logger.warning(f"arctic backend: {placement}")
-        client = ArcticRLClient(client_config)
+        from .prestart import adopt
+
+        client = adopt(client_config) or ArcticRLClient(client_config)
         cortex = opts.backend.type == "cortex"
         try:
-            # what the backend honours is known once it answers /health (cortex: fixed): refuse before any job
-            client.connect()
-            retarget = translation.retarget  # name the key the script wrote (Arctic-Platform's spelling)
-            refusals = [retarget(r) for r in settings_refusals(main_config, opts, client.backend_profile)]
-            if cortex:
-                # what the create body has no field for (client config terms; the client refuses it too)
-                from arctic_platform.client.cortex_body import cortex_refusals
-
-                refusals += [f"remote_backend.arctic: {r}" for r in cortex_refusals(client_config)]
-            refuse(refusals, client.backend_profile, "cortex" if cortex else "/health")
-            for note in settings_notes(main_config, opts, client.backend_profile):
-                logger.warning(f"arctic backend: {note}")
-            if cortex:
-                logger.warning(
-                    "arctic backend: cortex has no /forward: verl's old log-probs are zeros the update never reads "
-                    "(or the rollout's, in bypass mode), so actor/entropy reads 0"
-                )
+            connect_and_refuse(main_config, opts, translation, client, client_config)
             # The sampling job's engine keeps building while verl starts its workers (a vLLM start is ~40 s on CPU,
             # minutes on a GPU node); the first process to use it (the weight sync before step 1) waits for it in its
             # re-attach, and a failed build raises there with the server's reason.
@@ -475,6 +489,14 @@ class ArcticRemoteBackend(RemoteBackend):
             from arctic_platform.client.transports import record_node_devices
 
             record_node_devices()
+
+    @classmethod
+    def prestart(cls, main_config: DictConfig) -> None:
+        """Before Ray starts (``main_ppo``): the local server and its jobs, adopted by the TaskRunner's
+        :meth:`from_config` (:mod:`.prestart`)."""
+        from .prestart import prestart
+
+        prestart(main_config)
 
     @property
     def profile(self) -> BackendProfile:

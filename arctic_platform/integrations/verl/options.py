@@ -92,6 +92,7 @@ class BackendOptions(_Options):
     extra_env: dict[str, str] = Field(default_factory=dict)
     sampling_process: bool = False
     sampling_engine: Literal["auto", "vllm", "torch"] = "auto"
+    prestart: bool = True
 
 
 class Offload(_PassThrough):

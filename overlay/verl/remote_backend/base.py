@@ -52,6 +52,15 @@ class RemoteBackend(abc.ABC):
         naming every setting the backend cannot honour (one line each). The default accepts everything."""
         return None
 
+    @classmethod
+    def prestart(cls, main_config: DictConfig) -> None:
+        """Optional: start what is slow to start (a server, its engines) before Ray starts. ``main_ppo`` calls it
+        once, after :meth:`check_config` and before ``ray.init``, in the driver; what it starts must outlive the
+        call (the driver lives for the whole run) and be released when the driver exits. :meth:`from_config`, run
+        later in verl's TaskRunner actor, may then adopt it instead of starting its own. The default starts
+        nothing."""
+        return None
+
     @abc.abstractmethod
     def reconnect_handle(self) -> dict[str, Any]:
         """A serializable handle that :meth:`from_config` accepts to re-attach in another process."""

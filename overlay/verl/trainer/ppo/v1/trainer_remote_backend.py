@@ -204,6 +204,15 @@ def check_remote_backend_config(config: DictConfig, backend_check: Optional[Any]
         raise RemoteBackendConfigError(problems, errors)
 
 
+def prestart_remote_backend(config: DictConfig) -> None:
+    """``main_ppo``'s call, after :func:`check_remote_backend_config` and before Ray starts: the backend's
+    :meth:`RemoteBackend.prestart` (its slow start overlaps Ray's and the TaskRunner's). Nothing without
+    ``trainer.remote_backend``."""
+    name = config.trainer.get("remote_backend", None)
+    if name:
+        RemoteBackendRegistry.get(name).prestart(config)
+
+
 @register_trainer("remote_backend")
 class PPOTrainerRemoteBackend(PPOTrainerSync):
     """Sync V1 trainer whose actor, reference, rollout and weight sync live in a remote backend."""
