@@ -163,24 +163,6 @@ class RankGroup:
             "full_determinism": determinism,
         }
 
-    def rebuild(
-        self,
-        job_type: str,
-        settings: EngineSettings,
-        *,
-        training: TrainingSettings | None = None,
-        full_determinism: bool = False,
-    ) -> dict:
-        """Build another engine on these ranks (same devices, same process group), the old one released first:
-        several engines in turn on one set of rank processes (a test suite runs its engines so). Returns the new
-        engine's hello."""
-        msgs = [
-            {"op": "rebuild", "job_type": job_type, "spec": self._spec(settings, dev, training, full_determinism)}
-            for dev in self.devices
-        ]
-        self.hello = self.call(msgs)[0]
-        return self.hello
-
     def call(self, msgs: list[dict | None] | dict, timeout: float | None = None) -> list[Any]:
         """Send ``msgs`` (one per rank, None = that rank sits out; a dict goes to every rank) and return the
         replies' values, in rank order, of the ranks that got one.
@@ -358,11 +340,8 @@ class _ShardedMemory:
     def pids(self) -> list[int]:
         return self._group.pids
 
-    _owns_group = True
-
     def close(self) -> None:
-        if self._owns_group:
-            self._group.close()
+        self._group.close()
 
     def _forward(self, batch: dict, meta: dict, processing: dict | None) -> dict:
         plan = plan_forward(batch, meta, processing, vocab_size=self.vocab_size, max_seq_len=self.settings.max_seq_len)
@@ -405,27 +384,21 @@ class ShardedTrainingEngine(_ShardedMemory, TrainingInterface):
         timeout_s: float = 1800.0,
         full_determinism: bool = False,
         weight_sync_bucket_mb: float = ServerLimits.weight_sync_bucket_mb,
-        group: RankGroup | None = None,
     ):
         if settings.dtype == "float16":
             raise RequestError("float16 training needs loss scaling, which this server does not do; use bfloat16", 422)
         self.settings = settings
         self.training = training
         self.policy_version = 0
-        self._owns_group = group is None
-        if group is None:
-            self._group = RankGroup(
-                "training",
-                settings,
-                devices,
-                training=training,
-                threads=threads,
-                timeout_s=timeout_s,
-                full_determinism=full_determinism,
-            )
-        else:  # the caller's ranks (their devices), which outlive this engine
-            self._group = group
-            group.rebuild("training", settings, training=training, full_determinism=full_determinism)
+        self._group = RankGroup(
+            "training",
+            settings,
+            devices,
+            training=training,
+            threads=threads,
+            timeout_s=timeout_s,
+            full_determinism=full_determinism,
+        )
         hello = self._group.hello
         self.vocab_size = int(hello["vocab_size"])
         self.param_shapes: dict[str, list[int]] = hello["param_shapes"]
@@ -553,18 +526,12 @@ class ShardedForwardEngine(_ShardedMemory, ForwardInterface):
         timeout_s: float = 1800.0,
         full_determinism: bool = False,
         weight_sync_bucket_mb: float = ServerLimits.weight_sync_bucket_mb,
-        group: RankGroup | None = None,
     ):
         self.settings = settings
         self._tokenizer = None
-        self._owns_group = group is None
-        if group is None:
-            self._group = RankGroup(
-                "log_prob", settings, devices, threads=threads, timeout_s=timeout_s, full_determinism=full_determinism
-            )
-        else:  # the caller's ranks, which outlive this engine
-            self._group = group
-            group.rebuild("log_prob", settings, full_determinism=full_determinism)
+        self._group = RankGroup(
+            "log_prob", settings, devices, threads=threads, timeout_s=timeout_s, full_determinism=full_determinism
+        )
         hello = self._group.hello
         self.vocab_size = int(hello["vocab_size"])
         self.param_shapes: dict[str, list[int]] = hello["param_shapes"]

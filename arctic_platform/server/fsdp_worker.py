@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
-import gc
 import os
 import pickle
 from dataclasses import replace
@@ -419,11 +418,7 @@ def rank_main(conn, rank: int, world: int, job_type: str, spec: dict, init_file:
     try:
         device = spec["settings"]["device"]
         mesh = _init_group(rank, world, device, init_file, float(spec.get("timeout_s", 1800.0)))
-
-        def build(kind: str, sp: dict):
-            return _build(kind, sp, rank=rank, world=world, mesh=mesh)
-
-        eng = build(job_type, spec)
+        eng = _build(job_type, spec, rank=rank, world=world, mesh=mesh)
     except RequestError as e:
         send(conn, {"ok": False, "kind": "request", "error": e.reason, "status": e.status})
         return
@@ -433,7 +428,7 @@ def rank_main(conn, rank: int, world: int, job_type: str, spec: dict, init_file:
         return
     send(conn, {"ok": True, "value": _hello(eng)})
     try:
-        _serve(conn, eng, build, rank)
+        _serve(conn, eng, rank)
     finally:
         with contextlib.suppress(Exception):
             torch.distributed.destroy_process_group()
@@ -463,7 +458,7 @@ def _hello(eng) -> dict:
     }
 
 
-def _serve(conn, eng, build, rank: int) -> None:
+def _serve(conn, eng, rank: int) -> None:
     from .model_engine import ForwardPlan
     from .training_engine import UpdatePlan
 
@@ -478,20 +473,14 @@ def _serve(conn, eng, build, rank: int) -> None:
         try:
             if "policy_version" in msg:
                 eng.policy_version = msg["policy_version"]
-            if op == "rebuild":  # another engine on the same ranks and process group; the old one goes first
-                eng.close()
-                eng = None
-                gc.collect()
-                eng = build(msg["job_type"], msg["spec"])
-                value: Any = _hello(eng)
-            elif op == "forward_backward":
+            if op == "forward_backward":
                 from . import loss as L
 
                 cfg = L.actor_config_from_meta(msg["actor_config"], msg["policy_loss_config"])
                 plan = UpdatePlan(cfg=cfg, db=msg["db"], parts=msg["parts"], micro_batching=None, **msg["numbers"])
                 with eng._profiled("forward_backward"):
                     acc = eng.run_update(plan, plan.db, plan.parts, dp_size=msg["dp_size"])
-                value = acc.state()
+                value: Any = acc.state()
             elif op == "forward":
                 plan = ForwardPlan(msg["db"], msg["parts"], msg["temperature"], msg["want_entropy"])
                 ctx = eng._profiled("forward") if isinstance(eng, TrainingEngine) else contextlib.nullcontext()

@@ -36,7 +36,7 @@ from arctic_platform.schedule import TrainingSettings
 from arctic_platform.server.engine_calls import call_locked
 from arctic_platform.server.engines.shared import stream_buckets
 from arctic_platform.server.errors import EngineFailed, RequestError
-from arctic_platform.server.fsdp_engine import RankGroup, ShardedForwardEngine, ShardedTrainingEngine, split_rows
+from arctic_platform.server.fsdp_engine import ShardedForwardEngine, ShardedTrainingEngine, split_rows
 from arctic_platform.server.jobs import Job
 from arctic_platform.server.logprob_engine import ForwardEngine
 from arctic_platform.server.model_engine import EngineSettings
@@ -80,15 +80,6 @@ def _batch(seed: int, b: int = 6) -> dict:
     }
 
 
-@pytest.fixture(scope="module")
-def ranks(tiny_model_dir):
-    """Two gloo rank processes shared by this file's engines: each test builds its engine on them
-    (``RankGroup.rebuild``), so the processes start once. The test that kills a rank runs last."""
-    group = RankGroup("training", _settings(tiny_model_dir, "float64"), TWO, training=_training(), threads=1)
-    yield group
-    group.close()
-
-
 def _settings(model_dir, dtype: str) -> EngineSettings:
     return EngineSettings(model_path=str(model_dir), device="cpu", dtype=dtype, max_seq_len=64)
 
@@ -130,10 +121,10 @@ def _assert_weights(one, two, tol: float) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_two_ranks_train_as_one_and_checkpoints_move_between_them(tiny_model_dir, tmp_path, ranks, dtype):
+def test_two_ranks_train_as_one_and_checkpoints_move_between_them(tiny_model_dir, tmp_path, dtype):
     scalar_tol, weight_tol = TOL[dtype]
     s = _settings(tiny_model_dir, dtype)
-    two = ShardedTrainingEngine(s, _training(), TWO, group=ranks)
+    two = ShardedTrainingEngine(s, _training(), TWO, threads=1)
     try:
         one = TrainingEngine(s, _training())
         assert two.describe()["world_size"] == 2 and two.param_dtype == one.param_dtype
@@ -163,12 +154,12 @@ def test_two_ranks_train_as_one_and_checkpoints_move_between_them(tiny_model_dir
         two.close()
 
 
-def test_two_ranks_train_lora_as_one(tiny_model_dir, tmp_path, ranks):
+def test_two_ranks_train_lora_as_one(tiny_model_dir, tmp_path):
     lora = {"rank": 4, "alpha": 8, "target_modules": "all-linear"}
     scalar_tol, weight_tol = TOL["float32"]
     s = _settings(tiny_model_dir, "float32")
     # with gradient checkpointing, as verl's LoRA examples run (applied before sharding, as verl does)
-    two = ShardedTrainingEngine(s, _training(lora, gradient_checkpointing=True), TWO, group=ranks)
+    two = ShardedTrainingEngine(s, _training(lora, gradient_checkpointing=True), TWO, threads=1)
     try:
         one = TrainingEngine(s, _training(lora, gradient_checkpointing=True))
         assert two.param_names == one.param_names and all("lora_" in n for n in two.param_names)
@@ -184,11 +175,11 @@ def test_two_ranks_train_lora_as_one(tiny_model_dir, tmp_path, ranks):
         two.close()
 
 
-def test_a_sync_streams_buckets_the_ranks_write_in_the_targets_dtype(tiny_model_dir, tmp_path, ranks):
+def test_a_sync_streams_buckets_the_ranks_write_in_the_targets_dtype(tiny_model_dir, tmp_path):
     """The ranks plan the sync's buckets in the target's dtype and write each one themselves (cast before the
     gather): one file at a time in the target's folder, each tensor exactly the fp32 master weight cast to bf16; a plan
     the target does not match is refused before any bucket is written."""
-    two = ShardedTrainingEngine(_settings(tiny_model_dir, "float32"), _training(), TWO, group=ranks)
+    two = ShardedTrainingEngine(_settings(tiny_model_dir, "float32"), _training(), TWO, threads=1)
     try:
         two.forward_backward(_batch(31), VANILLA)
         two.step()
@@ -221,9 +212,9 @@ def test_a_sync_streams_buckets_the_ranks_write_in_the_targets_dtype(tiny_model_
         two.close()
 
 
-def test_two_rank_log_prob_engine_scores_and_syncs_as_one(tiny_model_dir, ranks):
+def test_two_rank_log_prob_engine_scores_and_syncs_as_one(tiny_model_dir):
     s = _settings(tiny_model_dir, "float64")
-    two = ShardedForwardEngine(s, TWO, group=ranks)
+    two = ShardedForwardEngine(s, TWO, threads=1)
     try:
         one = ForwardEngine(s)
         trainer = TrainingEngine(s, _training())
@@ -248,9 +239,9 @@ def test_two_rank_log_prob_engine_scores_and_syncs_as_one(tiny_model_dir, ranks)
         two.close()
 
 
-def test_a_dead_rank_fails_the_job_at_once_with_its_reason(tiny_model_dir, ranks):
-    """Last in this file: it kills one of the shared ranks."""
-    two = ShardedTrainingEngine(_settings(tiny_model_dir, "float32"), _training(), TWO, group=ranks)
+def test_a_dead_rank_fails_the_job_at_once_with_its_reason(tiny_model_dir):
+    """A rank killed from outside fails the job's next call at once, naming the rank and its exit."""
+    two = ShardedTrainingEngine(_settings(tiny_model_dir, "float32"), _training(), TWO, threads=1)
     try:
         # a rank killed from outside: the next call fails at once with the reason (never hangs), which fails the job
         job = Job(1, "training", str(tiny_model_dir), JobConfig(job_type="training"), engine=two)
