@@ -37,14 +37,9 @@ def child(args) -> None:
 
     from arctic_platform.server import engines as E
 
-    try:
-        from arctic_platform.schedule import TrainingSettings
-    except ImportError:  # a checkout before the schedule moved below client and server (--code)
-        from arctic_platform.server.schedule import TrainingSettings
-
     torch.set_num_threads(args.threads)
     settings = E.EngineSettings(model_path=args.model, device="cpu", dtype="float32", max_seq_len=4096)
-    eng = E.TrainingEngine(settings, TrainingSettings())
+    eng = E.TrainingEngine(settings, E.TrainingSettings())
     g = torch.Generator().manual_seed(0)
     b, p, r = args.rows, args.prompt, args.response
     ids = torch.randint(3, 4000, (b, p + r), generator=g)

@@ -58,15 +58,10 @@ def child(args) -> None:
 
     from arctic_platform.server import engines as E
 
-    try:
-        from arctic_platform.schedule import TrainingSettings
-    except ImportError:  # a checkout before the schedule moved below client and server (--code)
-        from arctic_platform.server.schedule import TrainingSettings
-
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     settings = E.EngineSettings(model_path=args.model, device="cpu", dtype="float32", max_seq_len=2048)
-    eng = E.TrainingEngine(settings, TrainingSettings())
+    eng = E.TrainingEngine(settings, E.TrainingSettings())
     frame = _frame(args.p_max, args.r_max)
     meta = {"actor_config": {"ppo_micro_batch_size_per_gpu": 4, "loss_agg_mode": "token-mean"}}
     first = eng.forward_backward(frame, meta)["metrics"]

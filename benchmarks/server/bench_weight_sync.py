@@ -50,13 +50,9 @@ def _params(model: Path) -> int:
 def child(args) -> None:
     import torch
 
+    from arctic_platform.server.engines import TrainingSettings  # this checkout's and older ones' (--code)
     from arctic_platform.server.fsdp_engine import ShardedTrainingEngine
     from arctic_platform.server.model_engine import EngineSettings
-
-    try:
-        from arctic_platform.schedule import TrainingSettings
-    except ImportError:  # a checkout before the schedule moved below client and server (--code)
-        from arctic_platform.server.schedule import TrainingSettings
     from arctic_platform.server.vllm_engine import VllmSamplingEngine
 
     torch.manual_seed(0)

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import os
-import time
 
 import httpx
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from arctic_platform import wire
 
 from .conftest import process_alive, wait_process_dead
+from .jobwait import wait_running
 
 OCTET = {"Content-Type": "application/octet-stream"}
 P = 4  # the prompt columns of the conftest's train_batch
@@ -44,15 +44,7 @@ def http(server):
 def _start(http, body: dict) -> dict:
     r = http.post("/initialize", json=body)
     assert r.status_code == 200, r.text
-    jid = r.json()["job_id"]
-    deadline = time.monotonic() + 300
-    while True:
-        info = http.get(f"/job/{jid}").json()
-        if info["status"] != "PENDING":
-            assert info["status"] == "RUNNING", info
-            return info
-        assert time.monotonic() < deadline, info
-        time.sleep(0.1)
+    return wait_running(http, r.json()["job_id"], timeout=300)
 
 
 def _generate(http, jid: int) -> dict:
