@@ -29,9 +29,9 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from .engine_calls import call_locked, call_shared, in_thread
+from .engines.sampling_engine import GenerateItem
 from .errors import RequestError
 from .logs import events
-from .sampling_engine import GenerateItem
 
 if TYPE_CHECKING:
     from .jobs import Job, JobRegistry

@@ -13,7 +13,7 @@
 # limitations under the License.
 # SPDX-License-Identifier: Apache-2.0
 """How route handlers and the generate batcher call an engine: in a worker thread (never blocking the event loop)
-and under the job's lock (:class:`JobLock`: engines are not thread-safe), each wait for a lock bounded by
+and under the job's lock (:class:`.joblock.JobLock`: engines are not thread-safe), each wait for a lock bounded by
 ``engine_timeout_s``. An engine that takes generate calls concurrently (``concurrent_generate``: the vLLM engine,
 whose replicas admit requests while they decode) is called for generate under the lock's shared side
 (:func:`call_shared`); everything else (weight sync, sleep / wake, destroy) takes the exclusive side and so waits for
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import TYPE_CHECKING
 
 from ..protocol import JobStatus
@@ -32,66 +31,7 @@ from .errors import EngineFailed, RequestError
 if TYPE_CHECKING:
     from .jobs import Job
 
-__all__ = ["JobLock", "call_locked", "call_shared", "in_thread"]
-
-
-class JobLock:
-    """A job's lock: exclusive (:meth:`acquire` / :meth:`release`, as ``threading.Lock``) or shared
-    (:meth:`acquire_shared` / :meth:`release_shared`, held by concurrent generate calls). An exclusive caller that
-    waits blocks new shared ones, so a weight sync waits for the generate calls in flight but not for those that arrive
-    after it."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._shared = 0
-        self._exclusive = False
-        self._writers_waiting = 0
-
-    def _wait(self, busy, timeout: float | None) -> bool:
-        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
-        while busy():
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return False
-            self._cond.wait(left)
-        return True
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        with self._cond:
-            self._writers_waiting += 1
-            try:
-                if not self._wait(lambda: self._exclusive or self._shared > 0, timeout if blocking else 0):
-                    return False
-                self._exclusive = True
-                return True
-            finally:
-                self._writers_waiting -= 1
-                self._cond.notify_all()  # shared callers held back by this wait may go on
-
-    def release(self) -> None:
-        with self._cond:
-            if not self._exclusive:
-                raise RuntimeError("release of a job lock that is not held")
-            self._exclusive = False
-            self._cond.notify_all()
-
-    def acquire_shared(self, timeout: float = -1) -> bool:
-        with self._cond:
-            if not self._wait(lambda: self._exclusive or self._writers_waiting > 0, timeout):
-                return False
-            self._shared += 1
-            return True
-
-    def release_shared(self) -> None:
-        with self._cond:
-            if self._shared <= 0:
-                raise RuntimeError("release of a shared job lock that is not held")
-            self._shared -= 1
-            self._cond.notify_all()
-
-    def locked(self) -> bool:
-        with self._cond:
-            return self._exclusive or self._shared > 0
+__all__ = ["call_locked", "call_shared", "in_thread"]
 
 
 def in_thread(fn, *args) -> asyncio.Future:

@@ -60,13 +60,12 @@ from ..protocol import (
 )
 from ..reasons import one_line
 from ..schedule import TrainingSettings
-from .engine_calls import JobLock
 from .engines.base import EngineSpec
-from .engines.registry import engine_class
+from .engines.model_engine import EngineSettings, resolve_dtype
+from .engines.registry import engine_class, job_kind
 from .errors import RequestError
+from .joblock import JobLock
 from .logs import events, logger
-from .model_engine import EngineSettings, resolve_dtype
-from .sampling_engine import torch_engine_rows
 from .settings import ServerLimits
 
 
@@ -179,13 +178,21 @@ class Job:
     _computing_since: float = field(default=0.0, repr=False)
     _compute_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     meter: BusyMeter | None = None
-    sampling_engine: str | None = None
-    """Sampling jobs: ``vllm`` or ``torch`` (resolved at ``/initialize``)."""
+    kind: str = "torch"
+    """The engine kind (:func:`.engines.registry.job_kind`, resolved at ``/initialize``): ``torch``, ``fsdp``,
+    ``torch-process``, ``vllm``."""
+
+    @property
+    def sampling_engine(self) -> str | None:
+        """Sampling jobs: ``vllm`` or ``torch`` (the torch loop, in the server or its own process)."""
+        if self.job_type != "sampling":
+            return None
+        return "vllm" if self.kind == "vllm" else "torch"
 
     @property
     def sharded(self) -> bool:
         """A training / log_prob job on several devices (engine kind ``fsdp``)."""
-        return self.job_type in SHARDED_JOB_TYPES and len(self.devices) > 1
+        return self.kind == "fsdp"
 
     def begin_compute(self) -> None:
         """An engine call starts (:func:`.engine_calls.call_locked` / ``call_shared``)."""
@@ -213,7 +220,7 @@ class Job:
             "reason": self.reason,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
-            "engine": self.sampling_engine or ("fsdp" if self.sharded else "torch"),
+            "engine": self.sampling_engine or self.kind,
             "compute_s": self.compute_s,
             "device": self.device,
             "devices": list(self.devices),
@@ -306,7 +313,8 @@ class JobRegistry:
         dtype = ext_dtype or ds_dtype or lim.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
         resolve_dtype(dtype)
         _check_attn_implementation(cfg)
-        sampling_engine = _check_sampling(cfg, lim, job_settings(cfg, lim, str(mpath), device, dtype), devices)
+        kind = job_kind(cfg, lim, device, devices)
+        engine_class(cfg.job_type, kind).check(cfg, lim, job_settings(cfg, lim, str(mpath), device, dtype), devices)
         if cfg.job_type == "training":
             if not cfg.checkpoint_path:
                 raise RequestError("a training job needs checkpoint_path (where /save writes by default)", 400)
@@ -338,7 +346,7 @@ class JobRegistry:
                 )
             job = Job(self._next_id, cfg.job_type, str(mpath), cfg, device=device, dtype=dtype, meter=self.meter)
             job.devices = devices
-            job.sampling_engine = sampling_engine
+            job.kind = kind
             self._next_id += 1
             if cfg.job_type == "training":
                 job.checkpoint_root = Path(cfg.checkpoint_path).expanduser() / f"arctic_rl_job_{job.job_id}"
@@ -357,34 +365,16 @@ class JobRegistry:
                 settings=settings,
                 threads=lim.threads,
                 vllm_config=cfg.vllm_config,
+                max_batch_rows=lim.max_batch_rows,
                 devices=list(job.devices),
                 full_determinism=bool(cfg.full_determinism),
                 engine_timeout_s=lim.engine_timeout_s,
                 weight_sync_bucket_mb=lim.weight_sync_bucket_mb,
             )
-            # training / log_prob on several devices: one process per device, the model sharded (FSDP2)
-            kind = "fsdp" if job.sharded else "torch"
             if job.job_type == "training":
                 spec.training = training_settings(cfg)
                 job.checkpoint_root.mkdir(parents=True, exist_ok=True)
-            elif job.job_type == "sampling" and job.sampling_engine == "vllm":
-                if _sampling_process(cfg, lim):
-                    logger.info("sampling job %d: --sampling-process is moot for vLLM (own processes)", job.job_id)
-                kind = "vllm"
-            elif job.job_type == "sampling":
-                spec.max_batch_rows = max(1, torch_engine_rows(cfg.vllm_config, lim.max_batch_rows))
-                aic = cfg.arctic_inference_config or {}
-                if isinstance(aic, dict) and (
-                    (aic.get("zorro_inference") or {}).get("enable")
-                    or (aic.get("speculative_decoding") or {}).get("model")
-                ):
-                    logger.warning(
-                        "sampling job %d: arctic_inference_config asks for FCA / speculative decoding; the CPU torch "
-                        "engine has neither and ignores it",
-                        job.job_id,
-                    )
-                kind = "torch-process" if _sampling_process(cfg, lim) else "torch"
-            engine = engine_class(job.job_type, kind).from_spec(spec)
+            engine = engine_class(job.job_type, job.kind).from_spec(spec)
         except Exception as e:  # any build failure becomes the job's reason
             logger.exception("job %d (%s) failed to initialize", job.job_id, job.job_type)
             if engine is not None:
@@ -486,35 +476,6 @@ def job_settings(cfg: JobConfig, lim: ServerLimits, model: str, device: str, dty
     )
 
 
-def _check_sampling(
-    cfg: JobConfig, lim: ServerLimits, settings: EngineSettings, devices: tuple[str, ...]
-) -> str | None:
-    """A sampling job's engine (``vllm`` / ``torch``), its devices and ``vllm_config`` checked by that engine (422
-    naming a key it refuses); None for other job types (their devices are checked here too)."""
-    if cfg.job_type != "sampling":
-        _check_devices(cfg, devices, None)
-        return None
-    from .vllm_engine import check_vllm_config, resolve_sampling_engine
-
-    asked = cfg.extensions.sampling_engine or lim.sampling_engine
-    engine = resolve_sampling_engine(str(asked), settings.device)
-    _check_devices(cfg, devices, engine)  # replicas and TP first: vLLM's own validation knows nothing of them
-    if engine == "vllm":
-        if cfg.extensions.sampling_process:
-            raise RequestError(
-                "extensions.sampling_process is for the torch engine; the vLLM engine runs in its own processes", 422
-            )
-        check_vllm_config(settings, cfg.vllm_config)
-    else:
-        torch_engine_rows(cfg.vllm_config, lim.max_batch_rows)
-    return engine
-
-
-def _sampling_process(cfg: JobConfig, lim: ServerLimits) -> bool:
-    v = cfg.extensions.sampling_process
-    return lim.sampling_process if v is None else v
-
-
 def _max_seq_len(cfg: JobConfig, lim: ServerLimits) -> int:
     msl = cfg.extensions.max_seq_len
     if msl is None and cfg.job_type == "sampling":
@@ -525,7 +486,7 @@ def _max_seq_len(cfg: JobConfig, lim: ServerLimits) -> int:
 def job_devices(lim: ServerLimits, cfg: JobConfig) -> tuple[str, ...]:
     """The devices of a new job: its range in the server's placement (:func:`.placement.place_jobs`), or the one
     device the job names itself (``extensions.device``: ``cpu`` or ``cuda:N``). ``num_devices`` above the job's
-    range is refused (400), as is a range the job's engine cannot use (:func:`_check_devices`).
+    range is refused (400), as is a range the job's engine cannot use (its ``check``).
     """
     import torch
 
@@ -556,32 +517,6 @@ def job_devices(lim: ServerLimits, cfg: JobConfig) -> tuple[str, ...]:
             400,
         )
     return devices
-
-
-SHARDED_JOB_TYPES = ("training", "log_prob")
-"""Job types whose engine runs on several devices (kind ``fsdp``: :mod:`.fsdp_engine`)."""
-
-
-def _check_devices(cfg: JobConfig, devices: tuple[str, ...], sampling_engine: str | None) -> None:
-    """The job's engine can use its devices: a vLLM sampler's ``tensor_parallel_size`` divides them (422); the
-    torch sampling loop runs on one (400 naming the flag and the way out). Sharded kinds take any number."""
-    job_type = cfg.job_type
-    if sampling_engine == "vllm":
-        from .placement import PlacementError, sampling_replicas
-
-        try:
-            sampling_replicas(devices, int((cfg.vllm_config or {}).get("tensor_parallel_size") or 1))
-        except (PlacementError, TypeError, ValueError) as e:
-            raise RequestError(str(e), 422) from None
-        return
-    if len(devices) <= 1 or job_type in SHARDED_JOB_TYPES:
-        return
-    raise RequestError(
-        f"the {job_type} job asks for {len(devices)} devices ({gpus_flag(job_type)} {len(devices)}): the torch "
-        f"sampling loop runs one replica on one device; start the server with {gpus_flag(job_type)} 1 or use the "
-        "vLLM sampling engine (--sampling-engine vllm)",
-        400,
-    )
 
 
 def torch_cuda_available() -> bool:

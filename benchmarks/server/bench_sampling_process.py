@@ -16,8 +16,8 @@
 
 Builds a training engine and a sampling engine on the tiny model, then times N forward-backward+step calls alone,
 N generate calls alone, and both at once (two threads), once with the in-process sampling engine and once with
-:class:`arctic_platform.server.sampling_process.ProcessSamplingEngine`. Prints the concurrent wall time of each mode
-and their ratio; writes a CSV. Run from outside the repository root.
+:class:`arctic_platform.server.engines.sampling_process.ProcessSamplingEngine`. Prints the concurrent wall
+time of each mode and their ratio; writes a CSV. Run from outside the repository root.
 
     python benchmarks/server/bench_sampling_process.py --out /tmp/bench_sp
 """
@@ -61,7 +61,7 @@ def main() -> int:
         TrainingEngine,
         TrainingSettings,
     )
-    from arctic_platform.server.sampling_process import ProcessSamplingEngine
+    from arctic_platform.server.engines.sampling_process import ProcessSamplingEngine
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)

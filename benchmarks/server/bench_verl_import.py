@@ -26,7 +26,7 @@ from _common import write_csv  # noqa: E402
 CHILD = """
 import json, resource, sys, time
 t0 = time.perf_counter()
-import arctic_platform.server.app, arctic_platform.server.training_engine
+import arctic_platform.server.app, arctic_platform.server.engines.training_engine
 assert "verl" not in sys.modules, "the server imported verl at start"
 if {with_verl}:
     from arctic_platform.server import loss

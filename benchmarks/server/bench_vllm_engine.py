@@ -56,7 +56,7 @@ def run_engines(args, model: Path) -> list[dict]:
     import torch
 
     from arctic_platform.server.engines import EngineSettings, SamplingEngine
-    from arctic_platform.server.vllm_engine import VllmSamplingEngine
+    from arctic_platform.server.engines.vllm_engine import VllmSamplingEngine
 
     torch.set_num_threads(args.threads)
     settings = EngineSettings(model_path=str(model), max_seq_len=args.prompt_len + args.max_tokens + 8, seed=0)

@@ -51,9 +51,9 @@ def child(args) -> None:
     import torch
 
     from arctic_platform.server.engines import TrainingSettings  # this checkout's and older ones' (--code)
-    from arctic_platform.server.fsdp_engine import ShardedTrainingEngine
-    from arctic_platform.server.model_engine import EngineSettings
-    from arctic_platform.server.vllm_engine import VllmSamplingEngine
+    from arctic_platform.server.engines.fsdp_engine import ShardedTrainingEngine
+    from arctic_platform.server.engines.model_engine import EngineSettings
+    from arctic_platform.server.engines.vllm_engine import VllmSamplingEngine
 
     torch.manual_seed(0)
     train = EngineSettings(model_path=args.model, device="cpu", dtype="float32", max_seq_len=256)

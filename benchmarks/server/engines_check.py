@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from arctic_platform.server import engines as E
-from arctic_platform.server.fsdp_engine import ShardedTrainingEngine
+from arctic_platform.server.engines.fsdp_engine import ShardedTrainingEngine
 from arctic_platform.server.placement import describe, place_jobs
 
 P, R, ROWS = 8, 6, 4

@@ -62,8 +62,8 @@ def local_sampler(opts: Any, backend: str) -> SamplerView:
 
     import torch
 
+    from arctic_platform.server.engines.vllm_engine import resolve_sampling_engine
     from arctic_platform.server.errors import RequestError
-    from arctic_platform.server.vllm_engine import resolve_sampling_engine
 
     device = str(opts.device)
     cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())

@@ -26,8 +26,8 @@ The torch + transformers engines own an ``AutoModelForCausalLM`` each (CPU float
   accumulate), ``step`` (grad clipping + AdamW + verl's LR schedule), ``forward``, checkpoints (safetensors + JSON).
 * :class:`SamplingEngine` (job ``sampling``, kind ``torch``): batched KV-cache decoding of token-id prompts with
   per-request seeds; its weights change only through ``load_weights_from`` (``/weight-sync``). Kind
-  ``torch-process`` runs it in a child process (:mod:`..sampling_process`), kind ``vllm`` is vLLM
-  (:mod:`..vllm_engine`).
+  ``torch-process`` runs it in a child process (:mod:`.sampling_process`), kind ``vllm`` is vLLM
+  (:mod:`.vllm_engine`).
 * :class:`ForwardEngine` (job ``log_prob``, kind ``torch``): forward-only log-probs with the initial weights.
 
 Engines are not thread-safe; the job registry serialises calls with one lock per job. Log-prob conventions (all
@@ -36,21 +36,26 @@ names ``apply_temperature`` or the frame sends no ``processing`` (``temperature 
 reports log-probs at T = 1); ``logprobs[:, i] = log P(input_ids[:, i + 1])`` on real tokens,
 0 elsewhere (the last column, padding, and the slot before the first real token).
 
-The names below are imported on first use (the engine modules import this package's :mod:`.base`), each defined in
-its own module (import anything else from the module that defines it):
+Every engine lives in this package, one module per engine; the names below are imported on first use (the engine
+modules import this package's :mod:`.base`), each defined in its own module (import anything else from the module
+that defines it):
 
 | Module | Holds |
 |---|---|
-| ``engines/base.py`` | the interfaces, :class:`EngineSpec`, :class:`WeightSource` |
+| ``engines/base.py`` | the interfaces, ``EngineSpec``, ``EngineSettings``, ``GenerateItem``, ``weight_norm`` |
 | ``engines/registry.py`` | :func:`engine_class`, :func:`register_engine` |
-| ``engines/shared.py`` | ``shm_dir``, ``weights_file``, ``check_weight_layout``, ``watch_parent`` |
-| ``errors.py`` | :class:`RequestError` |
-| ``batch.py`` | dense batch schema (:func:`parse_dense_batch`), processing allow-lists |
+| ``engines/shared.py`` | ``shm_dir``, ``weights_file``, ``check_weight_layout``, ``watch_parent``, the sync's buckets |
+| ``engines/model_engine.py`` | loading, the forward pass, :class:`ModelEngine` |
+| ``engines/training_engine.py`` | :class:`TrainingEngine` (kind ``torch``: loss, step, checkpoints) |
+| ``engines/fsdp_engine.py`` | :class:`ShardedTrainingEngine`, :class:`ShardedForwardEngine` (kind ``fsdp``) |
+| ``engines/fsdp_worker.py`` | the FSDP2 rank process (its trainer and forward-only engine) |
+| ``engines/logprob_engine.py`` | :class:`ForwardEngine` (kind ``torch``) |
+| ``engines/sampling_engine.py`` | :class:`SamplingEngine` (kind ``torch``) |
+| ``engines/sampling_process.py`` | :class:`ProcessSamplingEngine` (kind ``torch-process``) |
+| ``engines/vllm_engine.py`` | :class:`VllmSamplingEngine` (kind ``vllm``; ``engines/vllm_worker.py``: its workers) |
+| ``errors.py`` (server) | :class:`RequestError` |
+| ``batch.py`` (server) | dense batch schema (:func:`parse_dense_batch`), processing allow-lists |
 | ``arctic_platform/schedule.py`` | :class:`TrainingSettings`, verl's LR schedule (:func:`build_scheduler`) |
-| ``model_engine.py`` | :class:`EngineSettings`, loading, forward pass, :class:`ModelEngine`, :func:`weight_norm` |
-| ``training_engine.py`` | :class:`TrainingEngine` (loss, step, checkpoint save / load / pruning) |
-| ``sampling_engine.py`` | :class:`GenerateItem`, :class:`SamplingEngine` |
-| ``logprob_engine.py`` | :class:`ForwardEngine` |
 """
 
 from __future__ import annotations
@@ -59,24 +64,30 @@ import importlib
 from typing import TYPE_CHECKING
 
 from ..errors import RequestError
-from .base import Engine, EngineSpec, ForwardInterface, SamplingInterface, TrainingInterface, WeightSource
+from .base import (
+    Engine,
+    EngineSettings,
+    EngineSpec,
+    ForwardInterface,
+    GenerateItem,
+    SamplingInterface,
+    TrainingInterface,
+    WeightSource,
+    weight_norm,
+)
 from .registry import engine_class, register_engine
 
 if TYPE_CHECKING:
     from ...schedule import TrainingSettings
-    from ..logprob_engine import ForwardEngine
-    from ..model_engine import EngineSettings, weight_norm
-    from ..sampling_engine import GenerateItem, SamplingEngine
-    from ..training_engine import TrainingEngine
+    from .logprob_engine import ForwardEngine
+    from .sampling_engine import SamplingEngine
+    from .training_engine import TrainingEngine
 
 _LAZY = {
-    "EngineSettings": "..model_engine",
-    "weight_norm": "..model_engine",
-    "ForwardEngine": "..logprob_engine",
-    "GenerateItem": "..sampling_engine",
-    "SamplingEngine": "..sampling_engine",
+    "ForwardEngine": ".logprob_engine",
+    "SamplingEngine": ".sampling_engine",
     "TrainingSettings": "...schedule",
-    "TrainingEngine": "..training_engine",
+    "TrainingEngine": ".training_engine",
 }
 
 __all__ = [

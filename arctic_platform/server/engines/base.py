@@ -33,12 +33,14 @@ with ``named_parameters()`` yielding full tensors under the checkpoint's names).
 from __future__ import annotations
 
 import abc
+import math
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from ...protocol import DEFAULT_MAX_SEQ_LEN, DEFAULT_SEED
 from ..errors import RequestError
 from ..settings import ServerLimits
 
@@ -46,19 +48,76 @@ if TYPE_CHECKING:
     import torch
 
     from ...schedule import TrainingSettings
-    from ..model_engine import EngineSettings
-    from ..sampling_engine import GenerateItem
 
 __all__ = [
     "BucketedWeightSource",
     "Engine",
+    "EngineSettings",
     "EngineSpec",
     "ForwardInterface",
+    "GenerateItem",
     "SamplingInterface",
     "TrainingInterface",
     "WeightSource",
     "WeightTarget",
 ]
+
+
+@dataclass
+class EngineSettings:
+    """What every engine needs to load its model."""
+
+    model_path: str
+    device: str = "cpu"
+    dtype: str = "float32"
+    max_seq_len: int = DEFAULT_MAX_SEQ_LEN
+    attn_implementation: str = "sdpa"
+    seed: int = DEFAULT_SEED
+
+
+@dataclass
+class GenerateItem:
+    """One prompt of a /generate request, with its resolved sampling parameters."""
+
+    prompt: list[int]
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_tokens: int = 16
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    logprobs: int | None = None
+    seed: int | None = None
+    text: str | None = None
+    repetition_penalty: float = 1.0
+    """vLLM's: logits of tokens in the prompt or the output so far are divided by it when positive, else multiplied."""
+    presence_penalty: float = 0.0
+    """vLLM's (OpenAI's): subtracted from the logits of tokens that occur in the output so far."""
+    frequency_penalty: float = 0.0
+    """vLLM's (OpenAI's): times its count in the output so far, subtracted from a token's logit."""
+    min_p: float = 0.0
+    """vLLM's: after temperature, tokens with probability below ``min_p`` x the top probability are dropped."""
+    min_tokens: int = 0
+    """vLLM's: the stop ids (EOS unless ``ignore_eos``, and ``stop_token_ids``) are masked until the output has this
+    many tokens."""
+
+
+def param_items(model) -> list[tuple[str, torch.nn.Parameter]]:
+    """Named parameters, each tensor once (tied embeddings are listed under their first name)."""
+    return list(model.named_parameters())
+
+
+def weight_norm(model) -> tuple[float, int]:
+    """sqrt(Σ p²) in float64 over unique parameters, and their element count."""
+    import torch
+
+    total = torch.zeros((), dtype=torch.float64)
+    n = 0
+    with torch.no_grad():
+        for _, p in param_items(model):
+            total += p.detach().to("cpu", torch.float64).square().sum()
+            n += p.numel()
+    return math.sqrt(total.item()), n
 
 
 class WeightSource(Protocol):
@@ -115,6 +174,13 @@ class Engine(abc.ABC):
     """The job type it serves (``training``, ``sampling``, ``log_prob``)."""
     engine_name: ClassVar[str] = "torch"
     """The engine kind ``/job/{id}`` reports (``torch``, ``vllm``)."""
+
+    @classmethod
+    def check(cls, cfg: Any, limits: ServerLimits, settings: EngineSettings, devices: tuple[str, ...]) -> None:
+        """Refuse what this engine cannot honour of a new job (its ``JobConfig``, the server's limits, the job's engine
+        settings and devices) with a :class:`RequestError` naming it, at ``/initialize``, before anything is built.
+        The default honours everything."""
+        return None
 
     @classmethod
     @abc.abstractmethod
@@ -228,8 +294,6 @@ class TrainingInterface(Engine, _ModelMemory):
 
     def weight_norm(self) -> tuple[float, int]:
         """sqrt(Σ p²) (float64) and element count of :meth:`weights_for_sync`."""
-        from ..model_engine import weight_norm
-
         return weight_norm(self.weights_for_sync())
 
 

@@ -23,9 +23,9 @@ import importlib
 
 from .base import Engine
 
-__all__ = ["ENGINE_KINDS", "engine_class", "register_engine"]
+__all__ = ["ENGINE_KINDS", "SHARDED_JOB_TYPES", "engine_class", "job_kind", "register_engine"]
 
-_PACKAGE = __name__.rsplit(".", 2)[0]  # arctic_platform.server
+_PACKAGE = __name__.rsplit(".", 1)[0]  # arctic_platform.server.engines
 
 _ENGINES: dict[tuple[str, str], str] = {
     ("training", "torch"): ".training_engine:TrainingEngine",
@@ -43,7 +43,7 @@ ENGINE_KINDS = tuple(dict.fromkeys(kind for _, kind in _ENGINES))
 
 def register_engine(job_type: str, kind: str, target: str) -> None:
     """Register ``target`` (``module:Class``; a module starting with ``.`` is relative to
-    ``arctic_platform.server``) as the engine of ``job_type`` jobs of ``kind``."""
+    ``arctic_platform.server.engines``) as the engine of ``job_type`` jobs of ``kind``."""
     if ":" not in target:
         raise ValueError(f"engine target {target!r} is not 'module:Class'")
     _ENGINES[(job_type, kind)] = target
@@ -64,3 +64,22 @@ def engine_class(job_type: str, kind: str) -> type[Engine]:
     if not (isinstance(cls, type) and issubclass(cls, Engine)):
         raise TypeError(f"{target} is not an Engine")
     return cls
+
+
+SHARDED_JOB_TYPES = ("training", "log_prob")
+"""Job types whose engine runs on several devices (kind ``fsdp``: :mod:`.fsdp_engine`)."""
+
+
+def job_kind(cfg, limits, device: str, devices: tuple[str, ...]) -> str:
+    """The engine kind of a new job: a training / log_prob job on several devices is ``fsdp`` (one rank process per
+    device), on one ``torch``; a sampling job's engine is the one asked (``extensions.sampling_engine``, else the
+    server's ``--sampling-engine``; ``auto``: vLLM when installed, always on CUDA), and the torch loop runs in its own
+    process (``torch-process``) with ``extensions.sampling_process`` (else the server's ``--sampling-process``)."""
+    if cfg.job_type in SHARDED_JOB_TYPES:
+        return "fsdp" if len(devices) > 1 else "torch"
+    from .vllm_engine import resolve_sampling_engine
+
+    if resolve_sampling_engine(str(cfg.extensions.sampling_engine or limits.sampling_engine), device) == "vllm":
+        return "vllm"
+    own = cfg.extensions.sampling_process
+    return "torch-process" if (limits.sampling_process if own is None else own) else "torch"

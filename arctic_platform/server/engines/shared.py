@@ -37,11 +37,16 @@ if TYPE_CHECKING:
     from .base import BucketedWeightSource, WeightSource
 
 __all__ = [
+    "ENGINE_ENV_KEYS",
+    "SERVER_ENV",
+    "apply_environ",
     "bucket_bytes",
     "check_sync_space",
     "check_weight_layout",
     "nbytes",
+    "own_environ",
     "plan_buckets",
+    "replica_environ",
     "shm_dir",
     "source_tensors",
     "stream_buckets",
@@ -49,6 +54,45 @@ __all__ = [
     "watch_parent",
     "weights_file",
 ]
+
+
+SERVER_ENV: dict[str, str] = dict(os.environ)
+"""This process's environment when the engines package loaded, before any engine was built."""
+
+ENGINE_ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS")
+"""The variables a vLLM replica's build sets in this process for its own processes (:func:`replica_environ`)."""
+
+_REPLICA_ENV_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def replica_environ(env: Mapping[str, str]) -> Iterator[None]:
+    """``env`` set in this process's environment for the block, one block at a time. vLLM 0.31's ``LLMEngine`` takes
+    no environment of its own: its processes inherit this one at spawn, so a replica's build sets its GPUs (and CPU
+    threads) here. The processes the server starts itself (FSDP ranks, the sampling process) never inherit such a
+    value: they set :func:`own_environ` first (:func:`apply_environ`), whatever another job's build set meanwhile."""
+    with _REPLICA_ENV_LOCK:
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            yield
+        finally:
+            apply_environ(old)
+
+
+def own_environ() -> dict[str, str | None]:
+    """The server's own values (``None``: unset) of :data:`ENGINE_ENV_KEYS`, for an engine process the server starts
+    (passed to it explicitly; it calls :func:`apply_environ` before it touches a device)."""
+    return {k: SERVER_ENV.get(k) for k in ENGINE_ENV_KEYS}
+
+
+def apply_environ(env: Mapping[str, str | None]) -> None:
+    """Set (or, for ``None``, remove) each of ``env`` in this process's environment."""
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def shm_dir() -> str | None:

@@ -28,9 +28,9 @@ from ...protocol import GenerateRequest, LogProbsRequest, ResetPrefixCacheReques
 from ..batcher import GenerateBatcher
 from ..engine_calls import call_locked, in_thread
 from ..engines.base import SamplingInterface
+from ..engines.sampling_engine import GenerateItem
 from ..errors import RequestError
 from ..logs import logger
-from ..sampling_engine import GenerateItem
 from . import inference_ops
 from .bodies import content_type, frame_reply, parse_model, read_frame, read_json
 from .context import Ctx, LogProbJob, SamplingJob

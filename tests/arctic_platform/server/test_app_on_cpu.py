@@ -499,7 +499,7 @@ def test_the_job_lock_lets_generate_calls_share_it_and_an_exclusive_call_wait_fo
     all of them, and while it waits no new shared holder gets in (it is not starved); timeouts answer False."""
     import threading
 
-    from arctic_platform.server.engine_calls import JobLock
+    from arctic_platform.server.joblock import JobLock
 
     lock = JobLock()
     assert lock.acquire_shared(timeout=1) and lock.acquire_shared(timeout=1)  # two generate calls at once

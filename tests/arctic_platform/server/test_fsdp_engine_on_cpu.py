@@ -34,13 +34,13 @@ import verl.utils.fsdp_utils  # noqa: F401  (the FSDP engine reads verl's FSDP h
 from arctic_platform.protocol import JobConfig, JobStatus
 from arctic_platform.schedule import TrainingSettings
 from arctic_platform.server.engine_calls import call_locked
+from arctic_platform.server.engines.fsdp_engine import ShardedForwardEngine, ShardedTrainingEngine, split_rows
+from arctic_platform.server.engines.logprob_engine import ForwardEngine
+from arctic_platform.server.engines.model_engine import EngineSettings
 from arctic_platform.server.engines.shared import stream_buckets
+from arctic_platform.server.engines.training_engine import TrainingEngine
 from arctic_platform.server.errors import EngineFailed, RequestError
-from arctic_platform.server.fsdp_engine import ShardedForwardEngine, ShardedTrainingEngine, split_rows
 from arctic_platform.server.jobs import Job
-from arctic_platform.server.logprob_engine import ForwardEngine
-from arctic_platform.server.model_engine import EngineSettings
-from arctic_platform.server.training_engine import TrainingEngine
 
 P, R = 6, 5
 TWO = ["cpu", "cpu"]
@@ -284,3 +284,16 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:  # gone and reaped
         return False
     return True
+
+
+def test_ranks_keep_the_servers_devices_while_a_replica_build_sets_its_own(tiny_model_dir):
+    """A vLLM replica's build sets its GPUs in the server's environment (vLLM gives its processes no other); FSDP
+    ranks another job starts meanwhile keep the server's own CUDA_VISIBLE_DEVICES."""
+    from arctic_platform.server.engines.shared import SERVER_ENV, replica_environ
+
+    with replica_environ({"CUDA_VISIBLE_DEVICES": "7,6"}):
+        two = ShardedForwardEngine(_settings(tiny_model_dir, "float32"), TWO, threads=1)
+    try:
+        assert two.describe()["ranks_cuda_visible_devices"] == [SERVER_ENV.get("CUDA_VISIBLE_DEVICES")] * 2
+    finally:
+        two.close()

@@ -1,7 +1,7 @@
 # Copyright 2026 The arctic-verl Authors
 # SPDX-License-Identifier: Apache-2.0
-"""``arctic_platform.server.vllm_engine``'s pure functions, without starting an engine: which engine a sampling job
-gets (:func:`resolve_sampling_engine`) and what the job's ``vllm_config`` becomes (:func:`engine_kwargs`).
+"""``arctic_platform.server.engines.vllm_engine``'s pure functions, without starting an engine: which engine a
+sampling job gets (:func:`resolve_sampling_engine`) and what the job's ``vllm_config`` becomes (:func:`engine_kwargs`).
 
 The engine itself (started through a real server) is tested in ``test_sampling_conformance_on_cpu.py``.
 """
@@ -12,8 +12,8 @@ import importlib.util
 
 import pytest
 
+from arctic_platform.server.engines.vllm_engine import resolve_sampling_engine, vllm_available
 from arctic_platform.server.errors import RequestError
-from arctic_platform.server.vllm_engine import resolve_sampling_engine, vllm_available
 
 # (requested, device, vLLM installed) -> engine; None = refused with a 400 naming the extra to install
 RESOLUTION = [
@@ -63,7 +63,7 @@ def test_resolve_sampling_engine_checks_the_installed_vllm_by_default():
 def test_route_items_keeps_a_group_on_one_replica_and_spreads_the_groups():
     from collections import OrderedDict
 
-    from arctic_platform.server.vllm_engine import ROUTING_MEMORY, route_items
+    from arctic_platform.server.engines.vllm_engine import ROUTING_MEMORY, route_items
 
     sticky: OrderedDict = OrderedDict()
     a, b, c = [1, 2, 3], [4, 5], [6]
@@ -89,8 +89,8 @@ def test_cascade_attention_is_on_for_a_cuda_sampler_unless_the_job_turns_it_off(
     """GRPO's n samples share their prompt: on CUDA the engine arguments enable vLLM's cascade attention (vLLM 0.31
     defaults it off), a job's own ``disable_cascade_attn`` wins, and the CPU engine leaves vLLM's default (the CPU
     platform has no cascade kernel)."""
-    from arctic_platform.server.model_engine import EngineSettings
-    from arctic_platform.server.vllm_engine import engine_kwargs
+    from arctic_platform.server.engines.model_engine import EngineSettings
+    from arctic_platform.server.engines.vllm_engine import engine_kwargs
 
     def settings(device):
         return EngineSettings(model_path=str(tiny_model_dir), device=device, dtype="bfloat16", max_seq_len=64)

@@ -19,43 +19,15 @@ weights change only through :meth:`SamplingEngine.load_weights_from` (``/weight-
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from .batch import position_ids_from_mask
-from .engines.base import EngineSpec, SamplingInterface, WeightSource
-from .errors import RequestError
-from .logs import logger
+from ..batch import position_ids_from_mask
+from ..errors import RequestError
+from ..logs import logger
+from .base import EngineSpec, GenerateItem, SamplingInterface, WeightSource
 from .model_engine import EngineSettings, ModelEngine, copy_weights
-
-
-@dataclass
-class GenerateItem:
-    """One prompt of a /generate request, with its resolved sampling parameters."""
-
-    prompt: list[int]
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_tokens: int = 16
-    stop_token_ids: tuple[int, ...] = ()
-    ignore_eos: bool = False
-    logprobs: int | None = None
-    seed: int | None = None
-    text: str | None = None
-    repetition_penalty: float = 1.0
-    """vLLM's: logits of tokens in the prompt or the output so far are divided by it when positive, else multiplied."""
-    presence_penalty: float = 0.0
-    """vLLM's (OpenAI's): subtracted from the logits of tokens that occur in the output so far."""
-    frequency_penalty: float = 0.0
-    """vLLM's (OpenAI's): times its count in the output so far, subtracted from a token's logit."""
-    min_p: float = 0.0
-    """vLLM's: after temperature, tokens with probability below ``min_p`` x the top probability are dropped."""
-    min_tokens: int = 0
-    """vLLM's: the stop ids (EOS unless ``ignore_eos``, and ``stop_token_ids``) are masked until the output has this
-    many tokens."""
 
 
 class SamplingEngine(ModelEngine, SamplingInterface):
@@ -80,8 +52,12 @@ class SamplingEngine(ModelEngine, SamplingInterface):
         self.pad_id = int(pad) if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
 
     @classmethod
+    def check(cls, cfg, limits, settings, devices) -> None:
+        check_torch_sampler(cfg, limits, devices)
+
+    @classmethod
     def from_spec(cls, spec: EngineSpec) -> SamplingEngine:
-        return cls(spec.settings, max_batch_rows=max(1, spec.max_batch_rows))
+        return cls(spec.settings, max_batch_rows=max(1, torch_engine_rows(spec.vllm_config, spec.max_batch_rows)))
 
     def load_weights_from(self, source: WeightSource) -> None:
         copy_weights(source, self.model)
@@ -325,3 +301,28 @@ def torch_engine_rows(vllm_config: dict | None, default_rows: int) -> int:
         if k in cfg:
             logger.info("sampling (torch engine): vllm_config.%s=%r: %s", k, cfg[k], TORCH_VLLM_CONFIG[k])
     return rows
+
+
+def check_torch_sampler(cfg, limits, devices: tuple[str, ...]) -> None:
+    """What the torch sampling loop (in the server or in its own process) refuses of a job: more than one device (400
+    naming the flag and the way out) and ``vllm_config`` rows it cannot honour (:func:`torch_engine_rows`); FCA or
+    speculative decoding asked in ``arctic_inference_config`` is logged as not done (it has neither)."""
+    from ...protocol import gpus_flag
+
+    if len(devices) > 1:
+        flag = gpus_flag(cfg.job_type)
+        raise RequestError(
+            f"the {cfg.job_type} job asks for {len(devices)} devices ({flag} {len(devices)}): the torch sampling loop "
+            f"runs one replica on one device; start the server with {flag} 1 or use the vLLM sampling engine "
+            "(--sampling-engine vllm)",
+            400,
+        )
+    torch_engine_rows(cfg.vllm_config, limits.max_batch_rows)
+    aic = cfg.arctic_inference_config or {}
+    if isinstance(aic, dict) and (
+        (aic.get("zorro_inference") or {}).get("enable") or (aic.get("speculative_decoding") or {}).get("model")
+    ):
+        logger.warning(
+            "sampling job: arctic_inference_config asks for FCA / speculative decoding; the CPU torch engine has "
+            "neither and ignores it"
+        )

@@ -31,22 +31,9 @@ from typing import Any
 
 import torch
 
-from ..protocol import DEFAULT_MAX_SEQ_LEN, DEFAULT_SEED
-from .batch import DenseBatch, check_processing, parse_dense_batch, position_ids_from_mask
-from .errors import RequestError
-
-
-@dataclass
-class EngineSettings:
-    """What every engine needs to load its model."""
-
-    model_path: str
-    device: str = "cpu"
-    dtype: str = "float32"
-    max_seq_len: int = DEFAULT_MAX_SEQ_LEN
-    attn_implementation: str = "sdpa"
-    seed: int = DEFAULT_SEED
-
+from ..batch import DenseBatch, check_processing, parse_dense_batch, position_ids_from_mask
+from ..errors import RequestError
+from .base import EngineSettings, param_items, weight_norm  # noqa: F401  (this module's public names too)
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 """``float64`` is for exact CPU comparisons (parity tests); the others are the usual compute dtypes."""
@@ -91,22 +78,6 @@ def load_model(s: EngineSettings, *, train: bool):
     if not train:
         model.requires_grad_(False)
     return model
-
-
-def param_items(model) -> list[tuple[str, torch.nn.Parameter]]:
-    """Named parameters, each tensor once (tied embeddings are listed under their first name)."""
-    return list(model.named_parameters())
-
-
-def weight_norm(model) -> tuple[float, int]:
-    """sqrt(Σ p²) in float64 over unique parameters, and their element count."""
-    total = torch.zeros((), dtype=torch.float64)
-    n = 0
-    with torch.no_grad():
-        for _, p in param_items(model):
-            total += p.detach().to("cpu", torch.float64).square().sum()
-            n += p.numel()
-    return math.sqrt(total.item()), n
 
 
 def meta_temperature(t: Any) -> float:
@@ -196,7 +167,7 @@ def plan_forward(batch: dict, meta: dict, processing: dict | None, *, vocab_size
     temperature = logits_temperature(meta, processing)
     want_entropy = bool(meta.get("calculate_entropy", False))
     db = parse_dense_batch(batch, meta, vocab_size=vocab_size, max_seq_len=max_seq_len, need_response=False)
-    from .loss import LossConfigError, micro_batch_rows, micro_batching_from_meta
+    from ..loss import LossConfigError, micro_batch_rows, micro_batching_from_meta
 
     try:
         mb = micro_batching_from_meta(meta)
@@ -389,7 +360,7 @@ def _optimizer_to(opt, device) -> None:
 
 def copy_weights(src, dst) -> None:
     """Copy ``src``'s parameters into ``dst`` in place (same names and shapes; 409 otherwise)."""
-    from .engines.shared import check_weight_layout
+    from .shared import check_weight_layout
 
     dst_params = dict(dst.named_parameters())
     src_items = param_items(src)

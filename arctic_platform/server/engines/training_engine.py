@@ -43,12 +43,12 @@ from typing import Any
 
 import torch
 
-from ..schedule import TrainingSettings, build_scheduler
-from . import loss as L
-from .batch import DenseBatch, check_processing, meta_number, parse_dense_batch
-from .engines.base import EngineSpec, TrainingInterface, WeightSource
-from .errors import RequestError
-from .logs import logger
+from ...schedule import TrainingSettings, build_scheduler
+from .. import loss as L
+from ..batch import DenseBatch, check_processing, meta_number, parse_dense_batch
+from ..errors import RequestError
+from ..logs import logger
+from .base import EngineSpec, TrainingInterface, WeightSource
 from .model_engine import (
     EngineSettings,
     ModelEngine,

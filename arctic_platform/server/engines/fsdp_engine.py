@@ -56,16 +56,24 @@ from typing import Any
 
 import torch
 
-from ..schedule import TrainingSettings
-from .batch import DenseBatch, select_rows
-from .engines.base import EngineSpec, ForwardInterface, TrainingInterface, WeightSource
-from .engines.shared import bucket_bytes, check_sync_space, check_weight_layout, nbytes, stream_buckets, sync_folder
-from .errors import EngineFailed, RequestError
+from ...schedule import TrainingSettings
+from ..batch import DenseBatch, select_rows
+from ..errors import EngineFailed, RequestError
+from ..logs import logger
+from ..loss import LossConfigError, MetricAccumulator, MicroBatching, micro_batch_rows
+from ..settings import ServerLimits
+from .base import EngineSpec, ForwardInterface, TrainingInterface, WeightSource
 from .fsdp_worker import rank_main, rank_settings, receive, send
-from .logs import logger
-from .loss import LossConfigError, MetricAccumulator, MicroBatching, micro_batch_rows
 from .model_engine import EngineSettings, forward_reply, plan_forward, resolve_dtype
-from .settings import ServerLimits
+from .shared import (
+    bucket_bytes,
+    check_sync_space,
+    check_weight_layout,
+    nbytes,
+    own_environ,
+    stream_buckets,
+    sync_folder,
+)
 from .training_engine import plan_update, read_checkpoint_state
 
 __all__ = ["RankGroup", "RankWeights", "ShardedForwardEngine", "ShardedTrainingEngine", "split_rows"]
@@ -137,7 +145,7 @@ class RankGroup:
                 parent, child = ctx.Pipe(duplex=True)
                 proc = ctx.Process(
                     target=rank_main,
-                    args=(child, rank, self.world, job_type, spec, init_file, os.getpid(), threads),
+                    args=(child, rank, self.world, job_type, spec, init_file, os.getpid(), threads, own_environ()),
                     name=f"arctic-{job_type}-rank{rank}",
                     daemon=True,
                 )
@@ -145,7 +153,10 @@ class RankGroup:
                 child.close()
                 self._procs.append(proc)
                 self._conns.append(parent)
-            self.hello = self._receive(list(range(self.world)), start_timeout_s)[0]
+            hellos = self._receive(list(range(self.world)), start_timeout_s)
+            self.hello = hellos[0]
+            self.cuda_visible_devices = [h["cuda_visible_devices"] for h in hellos]
+            """Each rank's ``CUDA_VISIBLE_DEVICES`` (the server's own, whatever another job's build set meanwhile)."""
         except BaseException:
             self.close()
             raise
@@ -424,7 +435,12 @@ class ShardedTrainingEngine(_ShardedMemory, TrainingInterface):
         return int(self._describe.get("global_steps", 0))
 
     def describe(self) -> dict[str, Any]:
-        return {**self._describe, "policy_version": self.policy_version, "world_size": self._group.world}
+        return {
+            **self._describe,
+            "policy_version": self.policy_version,
+            "world_size": self._group.world,
+            "ranks_cuda_visible_devices": self._group.cuda_visible_devices,
+        }
 
     def _call(self, msgs, *, rank0_only: bool = False):
         if isinstance(msgs, dict):
@@ -552,7 +568,7 @@ class ShardedForwardEngine(_ShardedMemory, ForwardInterface):
         )
 
     def describe(self) -> dict[str, Any]:
-        return {"world_size": self._group.world}
+        return {"world_size": self._group.world, "ranks_cuda_visible_devices": self._group.cuda_visible_devices}
 
     def forward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
         return self._forward(batch, meta, processing)

@@ -80,15 +80,15 @@ from typing import Any
 
 import torch
 
-from ..reasons import one_line
-from .engines.base import EngineSpec, SamplingInterface, WeightSource
-from .engines.shared import bucket_bytes, check_sync_space, stream_buckets, sync_folder
-from .errors import RequestError
-from .logs import logger
+from ...reasons import one_line
+from ..errors import RequestError
+from ..logs import logger
+from ..placement import PlacementError, describe_devices, engine_visible_devices, sampling_replicas
+from ..settings import SAMPLING_ENGINES, ServerLimits
+from .base import EngineSpec, SamplingInterface, WeightSource
 from .model_engine import EngineSettings, resolve_dtype
-from .placement import PlacementError, describe_devices, engine_visible_devices, sampling_replicas
 from .sampling_engine import GenerateItem
-from .settings import SAMPLING_ENGINES, ServerLimits
+from .shared import bucket_bytes, check_sync_space, replica_environ, stream_buckets, sync_folder
 
 __all__ = [
     "DEFAULT_WEIGHT_SYNC_BUCKET_MB",
@@ -101,7 +101,7 @@ __all__ = [
     "vllm_available",
 ]
 
-WORKER_EXTENSION = "arctic_platform.server.vllm_worker.ArcticWorkerExtension"
+WORKER_EXTENSION = "arctic_platform.server.engines.vllm_worker.ArcticWorkerExtension"
 DEFAULT_CPU_KV_CACHE_BYTES = 256 * 1024**2
 """KV cache of a CPU engine unless ``vllm_config.kv_cache_memory_bytes`` (or vLLM's ``VLLM_CPU_KVCACHE_SPACE``, in
 GiB) says otherwise: small, because the CPU backend allocates it up front in host memory."""
@@ -367,10 +367,11 @@ class VllmSamplingEngine(SamplingInterface):
         from vllm.v1.engine.llm_engine import LLMEngine
 
         try:
-            # one after the other: each engine's processes take the environment of their replica at spawn
+            # one after the other: each engine's processes take the environment of their replica at spawn (vLLM
+            # takes no environment of its own); the server's own engine processes are immune (shared.own_environ)
             for r, group in enumerate(groups):
                 env = _engine_env(threads, cpu=self.device.type == "cpu", devices=group)
-                with _environ(env):
+                with replica_environ(env):
                     engine = LLMEngine.from_engine_args(EngineArgs(**{**kw, "seed": int(settings.seed) + r}))
                 self._replicas.append(_Replica(r, group, engine))
         except BaseException:
@@ -402,6 +403,22 @@ class VllmSamplingEngine(SamplingInterface):
         logger.info(
             "vLLM sampling engine running: %s (%s)", self.shape, ", ".join(f"{k}={v}" for k, v in sorted(kw.items()))
         )
+
+    @classmethod
+    def check(cls, cfg, limits, settings, devices) -> None:
+        """Its replicas and TP first (vLLM's own validation knows nothing of them: 422), then ``sampling_process``
+        (the torch engine's) and the ``vllm_config`` keys (:func:`check_vllm_config`)."""
+        try:
+            sampling_replicas(devices, int((cfg.vllm_config or {}).get("tensor_parallel_size") or 1))
+        except (PlacementError, TypeError, ValueError) as e:
+            raise RequestError(str(e), 422) from None
+        if cfg.extensions.sampling_process:
+            raise RequestError(
+                "extensions.sampling_process is for the torch engine; the vLLM engine runs in its own processes", 422
+            )
+        if limits.sampling_process:
+            logger.info("sampling job: --sampling-process is moot for vLLM (own processes)")
+        check_vllm_config(settings, cfg.vllm_config)
 
     @classmethod
     def from_spec(cls, spec: EngineSpec) -> VllmSamplingEngine:
@@ -754,23 +771,3 @@ def _engine_env(threads: int | None, *, cpu: bool, devices: tuple[str, ...] = ()
         env["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"
         env["OMP_NUM_THREADS"] = str(max(1, int(threads or torch.get_num_threads())))
     return env
-
-
-class _environ:
-    """Set environment variables for the duration of a block (vLLM's processes inherit them at spawn)."""
-
-    def __init__(self, env: dict[str, str]):
-        self.env, self.old = env, {}
-
-    def __enter__(self):
-        for k, v in self.env.items():
-            self.old[k] = os.environ.get(k)
-            os.environ[k] = v
-
-    def __exit__(self, *exc):
-        for k, v in self.old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        return False

@@ -16,8 +16,8 @@
 
 from __future__ import annotations
 
-from .engines.base import EngineSpec, ForwardInterface, WeightSource
-from .errors import RequestError
+from ..errors import RequestError
+from .base import EngineSpec, ForwardInterface, WeightSource
 from .model_engine import EngineSettings, ModelEngine, copy_weights
 
 

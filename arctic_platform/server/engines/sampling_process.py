@@ -42,13 +42,21 @@ from typing import Any
 
 import torch
 
-from ..reasons import one_line
-from .engines.base import EngineSpec, SamplingInterface, WeightSource
-from .engines.shared import check_weight_layout, source_tensors, sync_folder, watch_parent, weights_file
-from .errors import RequestError
-from .logs import logger
+from ...reasons import one_line
+from ..errors import RequestError
+from ..logs import logger
+from .base import EngineSpec, SamplingInterface, WeightSource
 from .model_engine import EngineSettings, weight_norm
-from .sampling_engine import GenerateItem, SamplingEngine
+from .sampling_engine import GenerateItem, SamplingEngine, check_torch_sampler, torch_engine_rows
+from .shared import (
+    apply_environ,
+    check_weight_layout,
+    own_environ,
+    source_tensors,
+    sync_folder,
+    watch_parent,
+    weights_file,
+)
 
 __all__ = ["ProcessSamplingEngine"]
 
@@ -85,7 +93,15 @@ class ProcessSamplingEngine(SamplingInterface):
         threads = int(threads) if threads else torch.get_num_threads()
         self._proc = ctx.Process(
             target=_child_main,
-            args=(child_conn, dataclasses.asdict(settings), int(max_batch_rows), threads, os.getpid(), self.abort),
+            args=(
+                child_conn,
+                dataclasses.asdict(settings),
+                int(max_batch_rows),
+                threads,
+                os.getpid(),
+                self.abort,
+                own_environ(),
+            ),  # fmt: skip
             name="arctic-sampling-engine",
             daemon=True,
         )
@@ -104,8 +120,12 @@ class ProcessSamplingEngine(SamplingInterface):
         logger.info("sampling engine process pid %d (torch threads %d)", self._proc.pid, threads)
 
     @classmethod
+    def check(cls, cfg, limits, settings, devices) -> None:
+        check_torch_sampler(cfg, limits, devices)
+
+    @classmethod
     def from_spec(cls, spec: EngineSpec) -> ProcessSamplingEngine:
-        return cls(spec.settings, max_batch_rows=max(1, spec.max_batch_rows))
+        return cls(spec.settings, max_batch_rows=max(1, torch_engine_rows(spec.vllm_config, spec.max_batch_rows)))
 
     @property
     def pid(self) -> int | None:
@@ -215,7 +235,8 @@ def _load_weights(eng: SamplingEngine, path: str) -> None:
             q.copy_(t.to(q.device, q.dtype))
 
 
-def _child_main(conn, settings: dict, max_batch_rows: int, threads: int, parent_pid: int, abort) -> None:
+def _child_main(conn, settings: dict, max_batch_rows: int, threads: int, parent_pid: int, abort, env: dict) -> None:
+    apply_environ(env)  # the server's own device list, whatever a vLLM build set process-wide meanwhile
     torch.set_num_threads(max(1, threads))
     try:
         torch.set_num_interop_threads(1)

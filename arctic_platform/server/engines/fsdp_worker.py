@@ -50,13 +50,13 @@ from typing import Any
 
 import torch
 
-from ..reasons import one_line
-from ..schedule import TrainingSettings
-from .engines.shared import nbytes, plan_buckets, watch_parent
-from .errors import RequestError
+from ...reasons import one_line
+from ...schedule import TrainingSettings
+from ..errors import RequestError
+from ..logs import logger
 from .logprob_engine import ForwardEngine
-from .logs import logger
 from .model_engine import EngineSettings, param_items, resolve_dtype
+from .shared import apply_environ, nbytes, plan_buckets, watch_parent
 from .training_engine import TrainingEngine
 
 __all__ = ["RankForward", "RankTrainer", "rank_main", "receive", "send"]
@@ -406,10 +406,14 @@ def _init_group(rank: int, world: int, device: str, init_file: str, timeout_s: f
     return init_device_mesh("cuda" if cuda else "cpu", (world,))
 
 
-def rank_main(conn, rank: int, world: int, job_type: str, spec: dict, init_file: str, parent_pid: int, threads: int):
+def rank_main(
+    conn, rank: int, world: int, job_type: str, spec: dict, init_file: str, parent_pid: int, threads: int, env: dict
+):
     """The body of one rank process (see the module docstring). Messages are dicts with an ``op``; every reply is
     ``{"ok": True, "value": ...}`` or ``{"ok": False, "kind": "request" | "internal", "error": ..., "status": ...}``.
-    """
+    ``env``: the server's own values of what a vLLM build sets process-wide (:func:`.shared.own_environ`), set before
+    any device is touched."""
+    apply_environ(env)
     faulthandler.enable()  # a crash in native code (exit code -11, -6) leaves its Python stack in the server's log
     watch_parent(lambda: os._exit(3), parent_pid, interval_s=1.0)
     torch.set_num_threads(max(1, threads))
@@ -438,7 +442,7 @@ def _build(job_type: str, spec: dict, *, rank: int, world: int, mesh):
     """The rank engine of a job: :class:`RankTrainer` for training, :class:`RankForward` for log_prob."""
     settings = EngineSettings(**spec["settings"])
     if spec.get("full_determinism"):
-        from .jobs import enable_full_determinism
+        from ..jobs import enable_full_determinism
 
         enable_full_determinism(int(settings.seed))
     if job_type == "training":
@@ -455,6 +459,7 @@ def _hello(eng) -> dict:
         "trainable": list(getattr(eng, "param_names", [])),
         "param_dtype": str(eng.param_dtype).removeprefix("torch."),
         "describe": eng.describe(),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
 
 
@@ -474,7 +479,7 @@ def _serve(conn, eng, rank: int) -> None:
             if "policy_version" in msg:
                 eng.policy_version = msg["policy_version"]
             if op == "forward_backward":
-                from . import loss as L
+                from .. import loss as L
 
                 cfg = L.actor_config_from_meta(msg["actor_config"], msg["policy_loss_config"])
                 plan = UpdatePlan(cfg=cfg, db=msg["db"], parts=msg["parts"], micro_batching=None, **msg["numbers"])
