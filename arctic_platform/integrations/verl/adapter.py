@@ -494,9 +494,23 @@ class ArcticRemoteBackend(RemoteBackend):
     def prestart(cls, main_config: DictConfig) -> None:
         """Before Ray starts (``main_ppo``): the local server and its jobs, adopted by the TaskRunner's
         :meth:`from_config` (:mod:`.prestart`)."""
-        from .prestart import prestart
+        from arctic_platform.client import ArcticRLClient
 
-        prestart(main_config)
+        from .prestart import keep, skip_reason
+
+        opts, translation, client_config = planned_client(main_config)
+        why = skip_reason(main_config, opts)
+        if why is not None:
+            logger.info(f"arctic backend: not started before Ray: {why}")
+            return
+        client = ArcticRLClient(client_config)
+        try:  # refusals that need the server's /health come here, before Ray, instead of in the TaskRunner
+            connect_and_refuse(main_config, opts, translation, client, client_config)
+            client.start(wait_for=())  # every job created; the engines build while Ray and the TaskRunner start
+        except BaseException:
+            client.close()
+            raise
+        keep(client, client_config)
 
     @property
     def profile(self) -> BackendProfile:

@@ -15,9 +15,10 @@
 
 Without it the server and its jobs start when the TaskRunner actor calls ``from_config``: after Ray, TransferQueue
 and the TaskRunner's own imports (~30 s on this 2-core CPU), so verl's first weight sync waits for the vLLM engine.
-:func:`prestart` (``RemoteBackend.prestart``, called by ``main_ppo`` in the driver) starts the local server and
-creates the jobs without waiting for them, and leaves what it created in :data:`EARLY_ENV`, which Ray's processes
-inherit (the driver's environment when it starts the local cluster). :func:`adopt` (in the TaskRunner's
+``ArcticRemoteBackend.prestart`` (``RemoteBackend.prestart``, called by ``main_ppo`` in the driver) starts the local
+server and creates the jobs without waiting for them; :func:`keep` holds that client until the driver exits and
+leaves its handle in :data:`EARLY_ENV`, which Ray's processes inherit (the driver's environment when it starts the
+local cluster). :func:`adopt` (in the TaskRunner's
 ``from_config``) re-attaches to them when the TaskRunner's client config is the one they were created from; then
 the TaskRunner's backend owns the jobs (it destroys them as before) and the driver stops the server when it exits
 (the server also exits with the driver). A config that differs destroys the early jobs and starts afresh, saying
@@ -37,7 +38,7 @@ from omegaconf import DictConfig
 logger = logging.getLogger(__name__)
 
 EARLY_ENV = "ARCTIC_VERL_EARLY_BACKEND"
-"""What :func:`prestart` created: ``{"pid", "handle", "config"}`` (JSON; the driver's pid, the client's reconnect
+"""What :func:`keep` holds: ``{"pid", "handle", "config"}`` (JSON; the driver's pid, the client's reconnect
 handle, the client config it was created from)."""
 
 _early: Optional[Any] = None  # the driver's owning ArcticRLClient
@@ -64,32 +65,16 @@ def _config_dump(client_config) -> dict:
     return client_config.model_dump(mode="json")
 
 
-def prestart(main_config: DictConfig) -> None:
-    """Start the local server and create the jobs (waiting for none), before Ray starts. Refusals that need the
-    server's ``/health`` come here, before Ray, instead of in the TaskRunner."""
+def keep(client, client_config) -> None:
+    """Hold ``client`` (the driver's, owning the jobs it just created) until the driver exits, and leave its handle
+    and config in :data:`EARLY_ENV` for Ray's processes (set before ``ray.init``, so the TaskRunner inherits it)."""
     global _early
-    from .adapter import connect_and_refuse, planned_client
-
-    opts, translation, client_config = planned_client(main_config)
-    why = skip_reason(main_config, opts)
-    if why is not None:
-        logger.info(f"arctic backend: not started before Ray: {why}")
-        return
     release()  # a second main() in one process (a notebook) replaces the first's
-    from arctic_platform.client import ArcticRLClient
-
-    client = ArcticRLClient(client_config)
-    try:
-        connect_and_refuse(main_config, opts, translation, client, client_config)
-        client.start(wait_for=())  # every job created; the engines build while Ray and the TaskRunner start
-        handle = client.reconnect_handle()
-    except BaseException:
-        client.close()
-        raise
     _early = client
     atexit.register(release)
     os.environ[EARLY_ENV] = json.dumps(
-        {"pid": os.getpid(), "handle": handle, "config": _config_dump(client_config)}, sort_keys=True
+        {"pid": os.getpid(), "handle": client.reconnect_handle(), "config": _config_dump(client_config)},
+        sort_keys=True,
     )
     logger.warning(f"arctic backend: started before Ray: {client!r} (verl's TaskRunner adopts its jobs)")
 
@@ -112,9 +97,9 @@ def _differences(a: Any, b: Any, path: str = "") -> list[str]:
 
 
 def adopt(client_config) -> Optional[Any]:
-    """An :class:`ArcticRLClient` re-attached to the jobs :func:`prestart` created for this same client config, owning
-    them (its ``close`` destroys them); ``None`` when there are none (then the caller starts its own). Early jobs
-    created from another config are destroyed first (their GPUs are the ones the caller's jobs need)."""
+    """An :class:`ArcticRLClient` re-attached to the jobs the driver created (:func:`keep`) from this same client
+    config, owning them (its ``close`` destroys them); ``None`` when there are none (then the caller starts its own).
+    Early jobs created from another config are destroyed first (their GPUs are the ones the caller's jobs need)."""
     raw = os.environ.pop(EARLY_ENV, None)  # one adoption: a later from_config in this process starts its own
     if not raw:
         return None

@@ -15,17 +15,22 @@
 """The table: every verl setting under ``actor_rollout_ref`` of each ``model_engine`` verl 0.9.1 ships (dp/FSDP,
 megatron, torchtitan, veomni), and the few outside it whose meaning depends on the backend, with its role and its
 check. A test walks verl's composed config of every engine and fails on any leaf no entry covers; at start-up a key
-no entry covers (added with ``+``) is refused (:func:`.checks.uncovered`)."""
+no entry covers (added with ``+``) is refused (:func:`uncovered`)."""
 
 from __future__ import annotations
 
 import fnmatch
-from typing import Optional
+from typing import Any, Optional
 
+from omegaconf import OmegaConf
+
+import verl
+
+from ..refusal import Refusal, shown
 from . import checks as C
-from .model import ARR, BACKEND, PLACEMENT, REFUSED, VERL, Check, Setting
+from .model import ARR, BACKEND, PLACEMENT, REFUSED, VERL, Check, Setting, SettingsContext
 
-__all__ = ["GLOBAL_CHECKS", "SETTINGS", "covering"]
+__all__ = ["GLOBAL_CHECKS", "SETTINGS", "covering", "uncovered"]
 
 A, R, M, F = C.A, C.R, C.M, C.F
 OPT = f"{A}.optim"
@@ -41,7 +46,35 @@ _SP = "Ulysses sequence parallelism (verl 0.9.1's key)"
 _MCORE = "Megatron engine:"
 _OWN_SCHEDULE = "the engine's own LR scheduler: honoured as a constant rate without warmup only (else refused)"
 
-GLOBAL_CHECKS: tuple[Check, ...] = (C.verl_rejects, C.backend_options, C.uncovered)
+
+def uncovered(ctx: SettingsContext) -> list[Refusal]:
+    """Keys under ``actor_rollout_ref`` no table entry covers (added with ``+``): never silently ignored."""
+    tree = OmegaConf.to_container(ctx.cfg.actor_rollout_ref, resolve=False)
+    out = []
+    for path, value in _leaves(tree, ARR):
+        if path.endswith("._target_") or covering(path) is not None:
+            continue
+        out.append(
+            Refusal(
+                shown(path, value),
+                ctx.name,
+                f"does not know this setting (verl {verl.__version__}'s config has no such key, so nothing reads it)",
+                "remove it",
+                [f"~{path}"],
+            )
+        )
+    return out
+
+
+def _leaves(d: Any, prefix: str):
+    if isinstance(d, dict) and d:
+        for k, v in d.items():
+            yield from _leaves(v, f"{prefix}.{k}")
+    else:
+        yield prefix, d
+
+
+GLOBAL_CHECKS: tuple[Check, ...] = (C.verl_rejects, C.backend_options, uncovered)
 """Checks of the whole config: what verl's own dataclasses reject, the arctic options, keys no entry covers."""
 
 SETTINGS: tuple[Setting, ...] = (

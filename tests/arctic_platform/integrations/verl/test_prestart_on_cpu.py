@@ -94,7 +94,7 @@ def test_a_changed_config_destroys_the_early_jobs_and_starts_afresh(cfg, tmp_pat
     ],
 )
 def test_no_prestart_where_the_taskrunner_could_not_adopt(cfg, extra, why, caplog):
-    with caplog.at_level("INFO", logger=early.__name__):
+    with caplog.at_level("INFO", logger=ArcticRemoteBackend.__module__):
         ArcticRemoteBackend.prestart(cfg(*extra))
     assert early._early is None and early.EARLY_ENV not in os.environ
     assert any(why in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]

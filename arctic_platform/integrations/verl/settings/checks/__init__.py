@@ -42,7 +42,7 @@ from .common import (
     set_,
     verl_default,
 )
-from .coverage import run, uncovered
+from .coverage import run
 from .loop import estimator, multimodal
 from .loss import (
     agg_mode,
@@ -127,7 +127,6 @@ __all__ = [
     "set_",
     "total_steps",
     "training_spec",
-    "uncovered",
     "use_kl",
     "verl_default",
     "verl_rejects",

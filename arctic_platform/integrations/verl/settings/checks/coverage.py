@@ -12,50 +12,13 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 # SPDX-License-Identifier: Apache-2.0
-"""Coverage: settings no table entry covers, and running one check."""
+"""Running one check (:func:`run`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from omegaconf import OmegaConf
-
-import verl
-
-from ...refusal import Refusal, shown
+from ...refusal import Refusal
 from ...verl_config import VerlConfigError
-from ..model import ARR, Check, CheckResult, SettingsContext
-
-# ------------------------------------------------------------------------------------------------ coverage
-
-
-def uncovered(ctx: SettingsContext) -> list[Refusal]:
-    """Keys under ``actor_rollout_ref`` no table entry covers (added with ``+``): never silently ignored."""
-    from ..table import covering
-
-    tree = OmegaConf.to_container(ctx.cfg.actor_rollout_ref, resolve=False)
-    out = []
-    for path, value in _leaves(tree, ARR):
-        if path.endswith("._target_") or covering(path) is not None:
-            continue
-        out.append(
-            Refusal(
-                shown(path, value),
-                ctx.name,
-                f"does not know this setting (verl {verl.__version__}'s config has no such key, so nothing reads it)",
-                "remove it",
-                [f"~{path}"],
-            )
-        )
-    return out
-
-
-def _leaves(d: Any, prefix: str):
-    if isinstance(d, dict) and d:
-        for k, v in d.items():
-            yield from _leaves(v, f"{prefix}.{k}")
-    else:
-        yield prefix, d
+from ..model import Check, CheckResult, SettingsContext
 
 
 def run(check: Check, ctx: SettingsContext) -> list[Refusal]:
