@@ -102,6 +102,16 @@ class GenerateItem:
     many tokens."""
 
 
+def load_tokenizer(model_path: str):
+    """The model folder's tokenizer (text prompts and results); 422 naming the folder's problem when it has none."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(model_path)
+    except Exception as e:
+        raise RequestError(f"the model folder has no usable tokenizer for text prompts ({e})", 422) from None
+
+
 def param_items(model) -> list[tuple[str, torch.nn.Parameter]]:
     """Named parameters, each tensor once (tied embeddings are listed under their first name)."""
     return list(model.named_parameters())
@@ -351,9 +361,7 @@ class SamplingInterface(Engine, WeightTarget):
     def tokenizer(self):
         """The model folder's tokenizer (text prompts)."""
         if self._tokenizer is None:
-            from transformers import AutoTokenizer
-
-            self._tokenizer = AutoTokenizer.from_pretrained(self.settings.model_path)
+            self._tokenizer = load_tokenizer(self.settings.model_path)
         return self._tokenizer
 
     def _text_tokenizer(self):

@@ -62,7 +62,7 @@ from ..errors import EngineFailed, RequestError
 from ..logs import logger
 from ..loss import LossConfigError, MetricAccumulator, MicroBatching, micro_batch_rows
 from ..settings import ServerLimits
-from .base import EngineSpec, ForwardInterface, TrainingInterface, WeightSource
+from .base import EngineSpec, ForwardInterface, TrainingInterface, WeightSource, load_tokenizer
 from .fsdp_worker import rank_main, rank_settings, receive, send
 from .model_engine import EngineSettings, forward_reply, plan_forward, resolve_dtype
 from .shared import (
@@ -575,12 +575,7 @@ class ShardedForwardEngine(_ShardedMemory, ForwardInterface):
 
     def tokenizer(self):
         if self._tokenizer is None:
-            from transformers import AutoTokenizer
-
-            try:
-                self._tokenizer = AutoTokenizer.from_pretrained(self.settings.model_path)
-            except Exception as e:
-                raise RequestError(f"the model folder has no usable tokenizer for text prompts ({e})", 422) from None
+            self._tokenizer = load_tokenizer(self.settings.model_path)
         return self._tokenizer
 
     def log_probs_text(self, tokenizer, prompts: list, completions: list | None, top_k: int = 1) -> list[dict]:

@@ -56,7 +56,7 @@ from ..errors import RequestError
 from ..logs import logger
 from .logprob_engine import ForwardEngine
 from .model_engine import EngineSettings, param_items, resolve_dtype
-from .shared import apply_environ, nbytes, plan_buckets, watch_parent
+from .shared import apply_environ, export_tokenizer, nbytes, plan_buckets, watch_parent
 from .training_engine import TrainingEngine
 
 __all__ = ["RankForward", "RankTrainer", "rank_main", "receive", "send"]
@@ -282,12 +282,7 @@ class RankTrainer(_Shard, TrainingEngine):
     def _write_hf(self, out: Path, state: dict[str, torch.Tensor] | None) -> None:
         base = self.model.get_base_model() if self.is_lora else self.model
         base.save_pretrained(out, state_dict=state)
-        try:
-            from transformers import AutoTokenizer
-
-            AutoTokenizer.from_pretrained(self.settings.model_path).save_pretrained(out)
-        except (OSError, ValueError) as e:  # a model folder without a tokenizer: the weights are still exported
-            logger.warning("HF export to %s: no tokenizer saved (%s)", out, e)
+        export_tokenizer(self.settings.model_path, out)
 
     def _load_weights_and_read_optimizer(self, target: Path) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         # the driver checked names and shapes against the model before sending the load

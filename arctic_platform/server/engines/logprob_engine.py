@@ -16,8 +16,7 @@
 
 from __future__ import annotations
 
-from ..errors import RequestError
-from .base import EngineSpec, ForwardInterface, WeightSource
+from .base import EngineSpec, ForwardInterface, WeightSource, load_tokenizer
 from .model_engine import EngineSettings, ModelEngine, copy_weights
 
 
@@ -37,12 +36,7 @@ class ForwardEngine(ModelEngine, ForwardInterface):
     def tokenizer(self):
         """The model folder's tokenizer (``/log-probs`` with text prompts)."""
         if self._tokenizer is None:
-            from transformers import AutoTokenizer
-
-            try:
-                self._tokenizer = AutoTokenizer.from_pretrained(self.settings.model_path)
-            except Exception as e:
-                raise RequestError(f"the model folder has no usable tokenizer for text prompts ({e})", 422) from None
+            self._tokenizer = load_tokenizer(self.settings.model_path)
         return self._tokenizer
 
     def load_weights_from(self, source: WeightSource) -> None:

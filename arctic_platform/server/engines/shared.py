@@ -43,6 +43,7 @@ __all__ = [
     "bucket_bytes",
     "check_sync_space",
     "check_weight_layout",
+    "export_tokenizer",
     "nbytes",
     "own_environ",
     "plan_buckets",
@@ -93,6 +94,19 @@ def apply_environ(env: Mapping[str, str | None]) -> None:
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+def export_tokenizer(model_path: str, out) -> None:
+    """Save the model folder's tokenizer beside an HF export in ``out`` (a folder without one: the weights alone,
+    with a warning)."""
+    from .base import load_tokenizer
+
+    try:
+        load_tokenizer(model_path).save_pretrained(out)
+    except RequestError as e:
+        from ..logs import logger
+
+        logger.warning("HF export to %s: no tokenizer saved (%s)", out, e.reason)
 
 
 def shm_dir() -> str | None:

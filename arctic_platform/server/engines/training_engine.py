@@ -59,6 +59,7 @@ from .model_engine import (
     real_columns,
     token_logprobs,
 )
+from .shared import export_tokenizer
 
 
 @dataclass
@@ -584,12 +585,7 @@ class TrainingEngine(ModelEngine, TrainingInterface):
             self.model.save_pretrained(out, state_dict=state)
         else:
             self.model.save_pretrained(out)
-        try:
-            from transformers import AutoTokenizer
-
-            AutoTokenizer.from_pretrained(self.settings.model_path).save_pretrained(out)
-        except (OSError, ValueError) as e:  # a model folder without a tokenizer: the weights are still exported
-            logger.warning("HF export to %s: no tokenizer saved (%s)", out, e)
+        export_tokenizer(self.settings.model_path, out)
 
     def _prune(self, root: Path, target: Path, keep: int) -> None:
         here = {
