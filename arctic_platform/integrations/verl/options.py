@@ -156,7 +156,7 @@ class SamplingOptions(_Options):
     prompt_format: Literal["auto", "text"] = "auto"
     max_retokenize_mismatch_rate: float = Field(0.0, ge=0, le=1)
     max_prompts_per_request: Optional[int] = Field(None, ge=1)
-    coalesce_window_ms: float = Field(5, ge=0)
+    coalesce_window_ms: float = Field(25, ge=0)
 
 
 class LogProbOptions(_Options):

@@ -114,8 +114,8 @@ def test_bad_coalescer_arguments_are_refused():
 @pytest.mark.parametrize(
     "backend, sampling, expected",
     [
-        ({"type": "local"}, {}, (64, 0.005)),
-        ({"type": "onprem", "url": "http://x"}, {}, (1, 0.005)),
+        ({"type": "local"}, {}, (64, 0.025)),
+        ({"type": "onprem", "url": "http://x"}, {}, (1, 0.025)),
         ({"type": "onprem", "url": "http://x"}, {"max_prompts_per_request": 16, "coalesce_window_ms": 20}, (16, 0.02)),
     ],
 )
