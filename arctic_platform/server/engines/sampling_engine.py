@@ -30,7 +30,20 @@ from .base import EngineSpec, GenerateItem, SamplingInterface, WeightSource
 from .model_engine import EngineSettings, ModelEngine, copy_weights
 
 
-class SamplingEngine(ModelEngine, SamplingInterface):
+class TorchSampler:
+    """What the torch sampling loop checks of a job and is built from, in the server (kind ``torch``) or in its own
+    process (kind ``torch-process``)."""
+
+    @classmethod
+    def check(cls, cfg, limits, settings, devices) -> None:
+        check_torch_sampler(cfg, limits, devices)
+
+    @classmethod
+    def from_spec(cls, spec: EngineSpec):
+        return cls(spec.settings, max_batch_rows=max(1, torch_engine_rows(spec.vllm_config, spec.max_batch_rows)))
+
+
+class SamplingEngine(TorchSampler, ModelEngine, SamplingInterface):
     """Generation engine (job ``sampling``, kind ``torch``) with its own copy of the weights."""
 
     kind = "sampling"
@@ -50,14 +63,6 @@ class SamplingEngine(ModelEngine, SamplingInterface):
         )
         pad = getattr(cfg, "pad_token_id", None)
         self.pad_id = int(pad) if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
-
-    @classmethod
-    def check(cls, cfg, limits, settings, devices) -> None:
-        check_torch_sampler(cfg, limits, devices)
-
-    @classmethod
-    def from_spec(cls, spec: EngineSpec) -> SamplingEngine:
-        return cls(spec.settings, max_batch_rows=max(1, torch_engine_rows(spec.vllm_config, spec.max_batch_rows)))
 
     def load_weights_from(self, source: WeightSource) -> None:
         copy_weights(source, self.model)

@@ -45,9 +45,9 @@ import torch
 from ...reasons import one_line
 from ..errors import RequestError
 from ..logs import logger
-from .base import EngineSpec, SamplingInterface, WeightSource
+from .base import SamplingInterface, WeightSource
 from .model_engine import EngineSettings, weight_norm
-from .sampling_engine import GenerateItem, SamplingEngine, check_torch_sampler, torch_engine_rows
+from .sampling_engine import GenerateItem, SamplingEngine, TorchSampler
 from .shared import (
     apply_environ,
     check_weight_layout,
@@ -68,7 +68,7 @@ class SamplingProcessError(RuntimeError):
     """The sampling child failed (it died, or an unexpected exception happened inside it)."""
 
 
-class ProcessSamplingEngine(SamplingInterface):
+class ProcessSamplingEngine(TorchSampler, SamplingInterface):
     """A :class:`SamplingEngine` in a ``spawn`` child process (kind ``torch-process``; the same interface)."""
 
     engine_name = "torch"
@@ -118,14 +118,6 @@ class ProcessSamplingEngine(SamplingInterface):
         self.eos_ids = tuple(info["eos_ids"])
         self.pad_id = int(info["pad_id"])
         logger.info("sampling engine process pid %d (torch threads %d)", self._proc.pid, threads)
-
-    @classmethod
-    def check(cls, cfg, limits, settings, devices) -> None:
-        check_torch_sampler(cfg, limits, devices)
-
-    @classmethod
-    def from_spec(cls, spec: EngineSpec) -> ProcessSamplingEngine:
-        return cls(spec.settings, max_batch_rows=max(1, torch_engine_rows(spec.vllm_config, spec.max_batch_rows)))
 
     @property
     def pid(self) -> int | None:
