@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from ..protocol import DEFAULT_JOB_GPUS, DEFAULT_MAX_SEQ_LEN, job_gpu_counts
 
 SAMPLING_ENGINES = ("auto", "vllm", "torch")
-"""``--sampling-engine`` / ``extensions.sampling_engine`` values (:func:`.vllm_engine.resolve_sampling_engine`)."""
+"""``--sampling-engine`` / ``extensions.sampling_engine`` values
+(:func:`.engines.vllm_engine.resolve_sampling_engine`)."""
 
 
 @dataclass
@@ -57,10 +58,10 @@ class ServerLimits:
     """Per-job device overrides (``--job-devices``); otherwise :func:`.placement.place_jobs` decides."""
     sampling_process: bool = False
     """Run each sampling job's engine in its own OS process (``--sampling-process``; a job's
-    ``extensions.sampling_process`` overrides it): :mod:`.sampling_process`."""
+    ``extensions.sampling_process`` overrides it): :mod:`.engines.sampling_process`."""
     sampling_engine: str = "auto"
     """``--sampling-engine``: ``auto`` (vLLM when installed, always on CUDA), ``vllm`` or ``torch``; a job's
-    ``extensions.sampling_engine`` overrides it (:mod:`.vllm_engine`)."""
+    ``extensions.sampling_engine`` overrides it (:mod:`.engines.vllm_engine`)."""
     threads: int = 1
     """``--threads``: torch threads of the server; also the OpenMP threads of a CPU vLLM engine's worker."""
     weight_sync_bucket_mb: float = 1024.0
