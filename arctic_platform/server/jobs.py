@@ -189,11 +189,6 @@ class Job:
             return None
         return "vllm" if self.kind == "vllm" else "torch"
 
-    @property
-    def sharded(self) -> bool:
-        """A training / log_prob job on several devices (engine kind ``fsdp``)."""
-        return self.kind == "fsdp"
-
     def begin_compute(self) -> None:
         """An engine call starts (:func:`.engine_calls.call_locked` / ``call_shared``)."""
         with self._compute_lock:
