@@ -162,7 +162,7 @@ CORTEX = ARCTIC_PLATFORM_MAIN.model_copy(
     update=dict(
         name="Snowflake Cortex",
         # the fixed profile of the cortex transport (SnowAPI has no /health): Arctic-Platform main's engine, as the
-        # grpo contract carries it (arctic_platform.client.cortex_body)
+        # grpo contract carries it (arctic_platform.client.transports.cortex_body)
         clip_ratios="config",  # eps_clip / eps_clip_higher / c_clip travel in processing.config
         token_ids=True,  # spec 6.6: prompts take token-id lists, results carry token_ids
         rollout_logprobs=True,  # sampling_params are vLLM's (logprobs); a result without them fails the call
@@ -174,7 +174,7 @@ CORTEX = ARCTIC_PLATFORM_MAIN.model_copy(
         zorro_only_logits=(),
     )
 )
-"""Snowflake Cortex over SnowAPI (:mod:`arctic_platform.client.cortex`): no ``/health`` to read, so fixed."""
+"""Snowflake Cortex over SnowAPI (:mod:`arctic_platform.client.transports.cortex`): no ``/health`` to read, so fixed."""
 
 
 EMBEDDED_NAME = "the embedded arctic-verl server"

@@ -16,8 +16,8 @@
 
 Torch-free. The client sends every call through a row of :data:`ENDPOINTS` (its on-prem transport uses the row's
 method, path, body kind and idempotency; its Cortex transport maps the row to a SnowAPI route,
-:mod:`arctic_platform.client.cortex`), the server registers its routes at the rows' paths and looks their jobs up
-with the rows' job types, and the tests check that the three agree.
+:mod:`arctic_platform.client.transports.cortex`), the server registers its routes at the rows' paths and looks their
+jobs up with the rows' job types, and the tests check that the three agree.
 
 Rows are keyed by the client operation. ``/operation`` carries several operations (``operation_type``), one row
 each; the server's dedicated routes for the same work (``/weight-sync``, ``/reset-prefix-cache``) have rows of their

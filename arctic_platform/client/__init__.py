@@ -17,10 +17,9 @@
 | File | Role |
 |---|---|
 | ``config.py`` | pydantic configs: ``ArcticRLClientConfig``, ``LocalConfig``, ``OnPremConfig``, ``CortexConfig`` |
-| ``client.py`` | ``AsyncArcticRLClient`` (job lifecycle, data plane) and ``ArcticRLClient`` (sync wrapper) |
-| ``transports.py`` | HTTP transport (timeouts, retries), local server process |
-| ``cortex.py`` | the Snowflake Cortex (SnowAPI) transport: create / wait / cancel, chunked octet bodies, polling |
-| ``cortex_body.py`` | what is sent to Cortex: create body, forward-backward frame, per-step learning rate, refusals |
+| ``client.py`` | ``AsyncArcticRLClient`` (job lifecycle, the calls' bodies) and ``ArcticRLClient`` (sync wrapper) |
+| ``transports/`` | one ``Transport`` interface; its ``local``, ``onprem`` (HTTP) and ``cortex`` (SnowAPI) classes |
+| ``coalesce.py`` | batches concurrent ``generate`` calls of the verl plugin's rollout servers |
 | ``errors.py`` | ``ArcticRLError`` and subclasses |
 
 Exports are lazy (PEP 562): importing this package does not import torch or httpx.

@@ -30,10 +30,13 @@ unseeded request returns fresh samples), ``weight_norm``, ``load_checkpoint``, `
 retried after sending: ``forward_backward``, ``step``, ``sync_weights()`` without a version, ``save()`` without a
 step, job creation. A connection that was never established is retried for every call. 4xx is never retried.
 
-On Snowflake Cortex (``cortex``) the rows map to SnowAPI routes (:mod:`.cortex`, with its own retry rules): one
-create makes the job and its sub-jobs (their ids are this client's job ids), sleep / wake are no-ops, ``forward``,
-``log_probs``, ``load_checkpoint`` and the embedded server's extensions fail at once naming cortex, and the LR
-schedule is run here and sent as each step's ``learning_rate`` (:mod:`.cortex_body`).
+The client builds every call's body as the Arctic RL API has it and hands it to its transport
+(:class:`.transports.Transport`: ``local``, ``onprem`` or ``cortex``), which owns how the backend is reached and how
+jobs are created and released; it never asks which transport it holds. On Snowflake Cortex (``cortex``) the rows map
+to SnowAPI routes (:mod:`.transports.cortex`, with its own retry rules): one create makes the job and its sub-jobs
+(their ids are this client's job ids), sleep / wake are no-ops, ``forward``, ``log_probs``, ``load_checkpoint`` and
+the embedded server's extensions fail at once naming cortex, and the LR schedule is run by the transport and sent as
+each step's ``learning_rate``.
 """
 
 from __future__ import annotations
@@ -41,35 +44,21 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 import threading
-import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from ..backend_profile import ARCTIC_PLATFORM_MAIN, CORTEX, BackendProfile, profile_from_health
-from ..endpoints import endpoint
-from ..protocol import (
-    FORWARD_PROCESSING,
-    JOB_CREATE_ORDER,
-    JOB_TYPES,
-    TERMINAL_STATES,
-    UPDATE_PROCESSING,
-    normalize_state,
-)
-from .config import ArcticRLClientConfig, CortexConfig, LocalConfig, OnPremConfig
-from .errors import ArcticRLError, ArcticRLJobError, ArcticRLUnavailableError
-from .transports import HttpTransport, LocalServer, read_token
+from ..backend_profile import ARCTIC_PLATFORM_MAIN, BackendProfile
+from ..protocol import FORWARD_PROCESSING, JOB_TYPES, TERMINAL_STATES, UPDATE_PROCESSING, normalize_state
+from .config import ArcticRLClientConfig
+from .errors import ArcticRLError
+from .transports import Transport, config_fields, transport_for
 
 logger = logging.getLogger("arctic_platform.client")
 
 __all__ = ["ArcticRLClient", "AsyncArcticRLClient", "normalize_state", "sampled_logprobs", "TERMINAL_STATES"]
 
 HANDLE_VERSION = 1
-CORTEX_HANDLE_FIELDS = ("training", "max_seq_len", "training_gpus", "sampling_gpus", "log_prob_gpus")
-"""Config fields a Cortex reconnect handle carries (the client computes with them: schedule, dp_size, prompt check)."""
-DESTROY_RETRIES = 4
-"""Retries of a ``/destroy`` that got no reply or a 5xx (backoff 0.5, 1, 2, 4 s); 404 means already gone."""
 
 
 def sampled_logprobs(result: dict) -> list[float] | None:
@@ -143,15 +132,10 @@ class AsyncArcticRLClient:
         )
         c = self.config
         self._jobs: dict[str, int | str | None] = {t: _job_id(getattr(c, f"{t}_job_id")) for t in JOB_TYPES}
-        self._owned: list[tuple[int | str, str]] = []  # (job_id, job_type) created by this client
-        self._transport: HttpTransport | None = None
-        self._cortex = None  # CortexTransport (backend cortex)
-        self._cortex_job: str | None = None
-        """Cortex: the parent job of the sub-jobs in ``_jobs`` (every SnowAPI URL names it)."""
-        self._schedule = None  # Cortex: the LR schedule run client-side (cortex_body.CortexSchedule)
-        self._schedule_position = None  # Cortex, re-attached: where the handle's schedule stood
+        self._transport: Transport | None = None  # set by connect()
+        self._handle: dict | None = None  # the reconnect handle this client was re-attached from
+        self._adopt = False  # adopt_jobs(): own the re-attached jobs
         self._sleep = sleep
-        self._server: LocalServer | None = None
         self._started = False
         self._closed = False
         self.url: str | None = None
@@ -166,7 +150,7 @@ class AsyncArcticRLClient:
     def __repr__(self) -> str:
         return (
             f"AsyncArcticRLClient(backend={self.config.backend.type!r}, url={self.url!r}, "
-            f"jobs={ {k: v for k, v in self._jobs.items() if v is not None} }, owned={len(self._owned)})"
+            f"jobs={ {k: v for k, v in self._jobs.items() if v is not None} }, owned={len(self.owned_job_ids)})"
         )
 
     # ---- job ids ----
@@ -184,7 +168,7 @@ class AsyncArcticRLClient:
 
     @property
     def owned_job_ids(self) -> list:
-        return [j for j, _ in self._owned]
+        return [j for j, _ in self._transport.owned] if self._transport is not None else []
 
     # ---- lifecycle ----
     async def connect(self) -> AsyncArcticRLClient:
@@ -198,52 +182,16 @@ class AsyncArcticRLClient:
         """
         if self._closed:
             raise ArcticRLError(None, "this client was closed; create a new one", "start")
-        if self._transport is not None or self._cortex is not None:
+        if self._transport is not None:
             return self
-        c, b = self.config, self.config.backend
-        if isinstance(b, CortexConfig):
-            from .cortex import CortexTransport
-
-            # no /health on SnowAPI: the profile is fixed, and so are the capabilities (token-id prompts, spec 6.6)
-            self._cortex = CortexTransport(
-                b, request_timeout=c.request_timeout, connect_timeout=c.connect_timeout,
-                job_ready_timeout=c.job_ready_timeout, sleep=self._sleep,
-            )  # fmt: skip
-            self.url = self._cortex.prefix
-            self.capabilities = ("token_ids",)
-            self.backend_profile = CORTEX
-            return self
+        self._transport = transport_for(self.config, self._jobs, sleep=self._sleep, handle=self._handle)
         try:
-            if isinstance(b, LocalConfig):
-                token = read_token(b.token_env_var)
-                gpus = {t: c.job_gpus(t) for t in JOB_CREATE_ORDER}
-                if c.reconnecting:
-                    raise ArcticRLError(
-                        None, "job ids given (reconnect) with a local backend; use onprem with the URL", "start"
-                    )
-                self._server = LocalServer(
-                    b, job_gpus=gpus, max_seq_len=c.max_seq_len, device=c.device, log_prob_devices=c.log_prob_devices
-                )
-                self.url = await self._server.start()
-                health_wait = max(1.0, self._server.deadline - time.monotonic())
-            else:
-                token = read_token(b.token_env_var)
-                self.url = b.url.rstrip("/")
-                health_wait = c.connect_timeout
-            self._transport = HttpTransport(
-                self.url,
-                token=token,
-                connect_timeout=c.connect_timeout,
-                request_timeout=c.request_timeout,
-                max_retries=c.max_retries,
-            )
-            health = await self._wait_health(health_wait)
+            await self._transport.connect()
         except BaseException:
             await self.close()
             raise
-        caps = health.get("capabilities") if isinstance(health, dict) else None
-        self.capabilities = tuple(str(x) for x in caps) if isinstance(caps, list) else ()
-        self.backend_profile = profile_from_health(health)
+        t = self._transport
+        self.url, self.capabilities, self.backend_profile = t.url, t.capabilities, t.profile
         return self
 
     async def start(self, *, wait_for: Collection[str] | None = None) -> AsyncArcticRLClient:
@@ -275,75 +223,26 @@ class AsyncArcticRLClient:
         if wait_for is not None and not set(wait_for) <= set(JOB_TYPES):
             raise ValueError(f"wait_for: unknown job types {sorted(set(wait_for) - set(JOB_TYPES))} (of {JOB_TYPES})")
         await self.connect()
-        c = self.config
         try:
-            if self._cortex is not None:
-                await self._start_cortex()
-            elif c.reconnecting:
-                for jt, jid in self._jobs.items():
-                    if jid is not None:
-                        info = await self.job_info(jid)
-                        if info.get("job_type") != jt:
-                            raise ArcticRLJobError(
-                                None, f"job {jid} is a {info.get('job_type')} job, not {jt}", "start", jid
-                            )
-                        state = normalize_state(info.get("status"))
-                        if state in TERMINAL_STATES or state != "running" and (wait_for is None or jt in wait_for):
-                            await self._wait_running(jid)  # still building: wait; failed or gone: raises
+            if self.config.reconnecting:
+                await self._transport.attach(wait_for)
+                if self._adopt:
+                    self._transport.adopt()
             else:
-                for jt in JOB_CREATE_ORDER:
-                    if c.job_gpus(jt) <= 0:
-                        continue
-                    r = await self._op("initialize", json_body=self.job_body(jt))
-                    self._owned.append((r["job_id"], jt))
-                    self._jobs[jt] = r["job_id"]
-                await self.wait_ready(wait_for)
+                await self._transport.create_jobs(self.job_body, wait_for)
         except BaseException:
             await self.close()
             raise
         self._started = True
         return self
 
-    async def _start_cortex(self) -> None:
-        from .cortex_body import CortexSchedule, cortex_refusals, sub_job_configs
-
-        c, t = self.config, self._cortex
-        if c.reconnecting:
-            given = {jt: str(jid) for jt, jid in self._jobs.items() if jid is not None}
-            parents = {jid.split(":", 1)[0] for jid in given.values()}
-            if len(parents) != 1:
-                raise ArcticRLError(None, f"cortex sub-job ids of more than one job: {given}", "start")
-            self._cortex_job = parents.pop()
-            job = await t.wait_running(self._cortex_job)  # still building: waits; terminal: raises with the reason
-            ids = t.sub_job_ids(self._cortex_job, job)
-            for jt, jid in given.items():
-                if ids[jt] != jid:
-                    raise ArcticRLJobError(
-                        None, f"{jid} is not the {jt} sub-job of cortex job {self._cortex_job} ({ids[jt]})", "start",
-                        jid,
-                    )  # fmt: skip
-        else:
-            refusals = cortex_refusals(c)
-            if refusals:
-                raise ArcticRLUnavailableError(
-                    None, f"{len(refusals)} setting(s) Snowflake Cortex cannot honour: " + "; ".join(refusals), "start"
-                )
-            self._cortex_job = await t.create_job(sub_job_configs(c))
-            self._owned.append((self._cortex_job, "job"))
-            job = await t.wait_running(self._cortex_job)
-            ids = t.sub_job_ids(self._cortex_job, job)
-            for jt in JOB_TYPES:
-                if c.job_gpus(jt) > 0:
-                    self._jobs[jt] = ids[jt]
-        if self._jobs["training"] is not None:
-            self._schedule = CortexSchedule(c)
-            if self._schedule_position:
-                self._schedule.restore(self._schedule_position)
-
     def adopt_jobs(self) -> None:
         """Own the jobs this re-attached client names: :meth:`close` destroys them (the verl plugin's TaskRunner
-        taking over the jobs ``main_ppo`` created before Ray started)."""
-        self._owned = [(jid, jt) for jt in JOB_CREATE_ORDER if (jid := self._jobs[jt]) is not None]
+        taking over the jobs ``main_ppo`` created before Ray started). Before :meth:`start`, the jobs are owned once
+        it has attached to them."""
+        self._adopt = True
+        if self._transport is not None:
+            self._transport.adopt()
 
     async def wait_ready(self, job_types: Collection[str] | None = None) -> None:
         """Wait until this client's jobs of ``job_types`` (default: all it knows) are running.
@@ -352,14 +251,7 @@ class AsyncArcticRLClient:
             ArcticRLJobError: a job failed or was destroyed (with its reason), or it is still building after
                 ``job_ready_timeout``.
         """
-        wanted = set(JOB_TYPES if job_types is None else job_types)
-        if self._cortex is not None:
-            if self._cortex_job is not None and any(self._jobs[jt] is not None for jt in wanted):
-                await self._cortex.wait_running(self._cortex_job)
-            return
-        await asyncio.gather(
-            *(self._wait_running(jid) for jt, jid in self._jobs.items() if jid is not None and jt in wanted)
-        )
+        await self._t.wait_ready(set(JOB_TYPES if job_types is None else job_types))
 
     def job_body(self, job_type: str) -> dict:
         """The ``/initialize`` body this client sends for ``job_type``: :meth:`ArcticRLClientConfig.job_config`, with
@@ -379,60 +271,6 @@ class AsyncArcticRLClient:
             wc["attn_implementation"] = self.backend_profile.default_attn_implementation
         return body
 
-    async def _wait_health(self, timeout: float) -> Any:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            try:
-                return await self._transport.request(
-                    "GET", endpoint("health").path, timeout=min(5.0, self.config.request_timeout)
-                )
-            except ArcticRLError as e:
-                if self._server is not None and self._server.proc.poll() is not None:
-                    rc, tail = self._server.proc.returncode, self._server.log_tail()
-                    raise ArcticRLError(None, f"the local server exited ({rc}); log tail:\n{tail}", "/health") from None
-                if e.status is not None and e.status < 500 or loop.time() > deadline:
-                    raise
-            await asyncio.sleep(0.1)
-
-    async def _wait_running(self, job_id) -> dict:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.job_ready_timeout
-        delay = 0.05
-        while True:
-            info = await self.job_info(job_id)
-            st = normalize_state(info.get("status"))
-            if st == "running":
-                return info
-            if st in TERMINAL_STATES:
-                subs = await self._sub_job_states()
-                raise ArcticRLJobError(
-                    None,
-                    f"job {job_id} ({info.get('job_type')}) is {st}: reason={info.get('reason') or '(no reason)'} "
-                    f"sub_jobs=[{subs}]",
-                    f"/job/{job_id}",
-                    job_id,
-                    st,
-                )
-            if loop.time() > deadline:
-                raise ArcticRLJobError(
-                    None, f"job {job_id} still {st} after job_ready_timeout={self.config.job_ready_timeout:.0f}s",
-                    f"/job/{job_id}", job_id, st,
-                )  # fmt: skip
-            await asyncio.sleep(delay)
-            delay = min(1.0, delay * 1.5)
-
-    async def _sub_job_states(self) -> str:
-        parts = []
-        for jt, jid in self._jobs.items():
-            if jid is None:
-                continue
-            try:
-                parts.append(f"{jt}={normalize_state((await self.job_info(jid)).get('status'))}")
-            except ArcticRLError:
-                parts.append(f"{jt}=unknown")
-        return ",".join(parts)
-
     async def close(self) -> list[str]:
         """Destroy the jobs this client created (reverse order; 404 = already gone), stop its server. Idempotent.
 
@@ -443,31 +281,7 @@ class AsyncArcticRLClient:
         if self._closed:
             return []
         self._closed = True
-        errors = []
-        srv = self._server
-        server_dead = srv is not None and srv.proc is not None and srv.proc.poll() is not None
-        if self._cortex is not None:
-            for jid, _ in reversed(self._owned):  # cancel only the job this client created
-                err = await self._cortex.cancel(jid)
-                if err:
-                    errors.append(err)
-            self._owned.clear()
-            await self._cortex.aclose()
-        if self._transport is not None:
-            for jid, jt in reversed([] if server_dead else self._owned):
-                try:  # retried with backoff: a job left behind makes the next start's /initialize a 409
-                    await self._transport.request(
-                        "POST", endpoint("destroy").path, params={"job_id": jid}, json_body={"job_type": jt},
-                        idempotent=True, timeout=min(60.0, self.config.request_timeout),
-                        max_retries=DESTROY_RETRIES, retry_status=(500, 502, 503, 504),
-                    )  # fmt: skip
-                except ArcticRLError as e:
-                    if e.status != 404:
-                        errors.append(f"job {jid} ({jt}) may still be running: {e}")
-            self._owned.clear()
-            await self._transport.aclose()
-        if self._server is not None:
-            await self._server.stop()
+        errors = await self._transport.close() if self._transport is not None else []
         for e in errors:
             logger.warning("close: %s", e)
         return errors
@@ -490,16 +304,7 @@ class AsyncArcticRLClient:
         if self.url is None:
             raise ArcticRLError(None, "start() the client before asking for a reconnect handle", "reconnect_handle")
         b = self.config.backend
-        extra: dict[str, Any] = {}
-        if isinstance(b, CortexConfig):
-            c = self.config
-            extra = {
-                "cortex": b.model_dump(mode="json", by_alias=True, exclude={"pat"}),
-                "job_id": self._cortex_job,
-                "training": c.training.model_dump(mode="json"),
-                "lr_schedule_position": self._schedule.position() if self._schedule is not None else None,
-                **{k: getattr(c, k) for k in ("max_seq_len", "training_gpus", "sampling_gpus", "log_prob_gpus")},
-            }
+        extra = self._transport.handle_fields() if self._transport is not None else {}
         return {
             **extra,
             "version": HANDLE_VERSION,
@@ -535,17 +340,19 @@ class AsyncArcticRLClient:
             if k in handle
         }
         fields.update({k: handle.get(k) for k in ("training_job_id", "sampling_job_id", "log_prob_job_id")})
-        if handle.get("backend") == "cortex":
-            fields["backend"] = CortexConfig.model_validate(handle["cortex"])
-            fields.update({k: handle[k] for k in CORTEX_HANDLE_FIELDS if k in handle})
-        else:
-            fields["backend"] = OnPremConfig(url=handle["url"], token_env_var=handle.get("token_env_var"))
+        fields.update(config_fields(handle))
         fields.update(overrides)
         client = cls(ArcticRLClientConfig(**fields), sleep=sleep)
-        client._schedule_position = handle.get("lr_schedule_position") if handle.get("backend") == "cortex" else None
+        client._handle = handle
         return client
 
     # ---- plumbing ----
+    @property
+    def _t(self) -> Transport:
+        if self._transport is None:
+            raise ArcticRLError(None, "the client is not started (await client.start())", "start")
+        return self._transport
+
     async def _op(
         self,
         name: str,
@@ -555,61 +362,26 @@ class AsyncArcticRLClient:
         tree: Any = None,
         idempotent: bool | None = None,
     ) -> Any:
-        """Send the call of endpoint row ``name`` (``tree``: a frame body) and return the reply.
-
-        On-prem: the row's method and path, ``?job_id=`` when the row names job types, the row's idempotency (or
-        ``idempotent`` when the call carries the row's key). Cortex: the row's SnowAPI route (the parent job in the
-        URL), a no-op, or an error naming cortex.
-        """
-        row = endpoint(name)
-        if self._cortex is not None:
-            from .cortex import CORTEX_NOOPS, CORTEX_ROUTES, cortex_unavailable
-
-            if name in CORTEX_NOOPS:
-                return {}
-            route = CORTEX_ROUTES.get(name)
-            if route is None:
-                raise cortex_unavailable(name, row.path)
-            if self._cortex_job is None:
-                raise ArcticRLError(None, "the client is not started (await client.start())", row.path)
-            if self._closed:
-                raise ArcticRLError(None, "the client is closed", row.path)
-            return await self._cortex.call(route, self._cortex_job, tree if tree is not None else json_body)
-        path = row.path.replace("{job_id}", str(job_id)) if "{job_id}" in row.path else row.path
-        frame = None
-        if row.body == "frame":
-            from .. import wire
-
-            frame = await asyncio.to_thread(wire.encode, tree)
-        params = {"job_id": job_id} if row.job_types else None
-        return await self._call(
-            row.method, path, params=params, json_body=json_body, frame=frame,
-            idempotent=row.idempotent if idempotent is None else idempotent,
-        )  # fmt: skip
-
-    async def _call(self, method: str, path: str, **kw) -> Any:
+        """Send the call of endpoint row ``name`` (``tree``: a frame body) through the transport and return the
+        reply. ``idempotent``: when the call carries the row's idempotency key (``step=``, ``policy_version=``)."""
         if self._transport is None:
-            raise ArcticRLError(None, "the client is not started (await client.start())", path)
-        if self._closed and path != endpoint("destroy").path:
-            raise ArcticRLError(None, "the client is closed", path)
-        return await self._transport.request(method, path, **kw)
+            from ..endpoints import endpoint
+
+            raise ArcticRLError(None, "the client is not started (await client.start())", endpoint(name).path)
+        return await self._transport.call(name, job_id, json_body=json_body, tree=tree, idempotent=idempotent)
 
     def _server_path(self, path: str | None) -> str | None:
-        """Relative paths mean the caller's working directory; the local server runs elsewhere."""
-        if path is not None and isinstance(self.config.backend, LocalConfig):
-            return os.path.abspath(path)
-        return path
+        return self._transport.server_path(path) if self._transport is not None else path
 
     def _need(self, job_type: str, name: str):
-        """The job id of ``job_type`` for endpoint row ``name``; on Cortex a row it has no route for fails first,
-        naming cortex."""
-        if self._cortex is not None:
-            from .cortex import CORTEX_NOOPS, CORTEX_ROUTES, cortex_unavailable
-
-            if name not in CORTEX_ROUTES and name not in CORTEX_NOOPS:
-                raise cortex_unavailable(name, endpoint(name).path)
+        """The job id of ``job_type`` for endpoint row ``name``; a row the transport has no route for fails first,
+        naming the backend."""
+        if self._transport is not None:
+            self._transport.check_route(name)
         jid = self._jobs[job_type]
         if jid is None:
+            from ..endpoints import endpoint
+
             raise ArcticRLError(None, f"No {job_type} job initialized.", endpoint(name).path)
         return jid
 
@@ -623,26 +395,7 @@ class AsyncArcticRLClient:
     async def job_info(self, job_id) -> dict:
         """The job's status (``status``, ``job_type``, ``reason``, ...). Cortex: the sub-job's entry in the job's
         state (its ``status`` and ``job_type`` as this client names them, the job's ``reason``)."""
-        if self._cortex is not None:
-            return await self._cortex_job_info(job_id)
-        return await self._op("job_info", job_id)
-
-    async def _cortex_job_info(self, job_id) -> dict:
-        from .cortex import sub_job_role
-
-        if self._cortex_job is None:
-            raise ArcticRLError(None, "the client is not started (await client.start())", "job_info")
-        job = await self._cortex.get_job(self._cortex_job)
-        for sub in job.get("sub_jobs") or []:
-            if isinstance(sub, dict) and str(sub.get("sub_job_id")) == str(job_id):
-                return {**sub, "job_id": str(job_id), "job_type": sub_job_role(sub.get("job_type")),
-                        "reason": job.get("reason"), "parent_job_id": self._cortex_job}  # fmt: skip
-        role = next((jt for jt, jid in self._jobs.items() if str(jid) == str(job_id)), None)
-        if role is None:
-            raise ArcticRLError(404, f"{job_id} is not a sub-job of cortex job {self._cortex_job}", "job_info")
-        # the service lists no sub-jobs: the job's own state stands for them
-        return {"job_id": str(job_id), "job_type": role, "status": job.get("status"), "reason": job.get("reason"),
-                "parent_job_id": self._cortex_job}  # fmt: skip
+        return await self._t.job_info(job_id)
 
     # ---- training ----
     async def forward_backward(self, batch: dict, meta: dict, processing: dict | None = None) -> dict:
@@ -667,16 +420,6 @@ class AsyncArcticRLClient:
         whose group id makes a resent call run once; ``processing`` must name verl's PPO loss (or be None).
         """
         jid = self._need("training", "forward_backward")
-        if self._cortex is not None:
-            from .cortex_body import forward_backward_frame
-
-            if processing is not None and processing.get("loss_fn") not in ("verl_grpo", "verl_ppo", "grpo"):
-                raise ArcticRLError(
-                    None, f"processing.loss_fn={processing.get('loss_fn')!r}: on cortex the loss is grpo (verl's "
-                    "vanilla PPO)", "/forward-backward",
-                )  # fmt: skip
-            tree = await asyncio.to_thread(forward_backward_frame, batch, meta, dp_size=self.config.training_gpus)
-            return await self._op("forward_backward", jid, tree=tree)
         tree = {"batch": batch, "meta": meta, "processing": processing or UPDATE_PROCESSING}
         return await self._op("forward_backward", jid, tree=tree)
 
@@ -700,19 +443,6 @@ class AsyncArcticRLClient:
         schedule's rate after this step's tick.
         """
         jid = self._need("training", "step")
-        if self._cortex is not None:
-            from .cortex_body import step_reply
-
-            sched = self._schedule
-            if total_training_steps is not None:
-                sched.set_horizon(int(total_training_steps))
-            lr = float(learning_rate) if learning_rate is not None else sched.rate()
-            reply = await self._op("step", jid, json_body={"learning_rate": lr})
-            moved = sched.observe(reply.get("global_steps") if isinstance(reply, dict) else None)
-            if moved:
-                logger.warning(moved)
-            next_lr = sched.tick() if lr_scheduler_step is None or lr_scheduler_step else sched.rate()
-            return step_reply(reply, next_lr)
         body: dict[str, Any] = {} if learning_rate is None else {"learning_rate": learning_rate}
         if lr_scheduler_step is not None:
             body["lr_scheduler_step"] = bool(lr_scheduler_step)
@@ -756,15 +486,6 @@ class AsyncArcticRLClient:
             "checkpoint_tag"}`` (a resumable checkpoint in the service's own store; it takes none of the arguments).
         """
         jid = self._need("training", "save")
-        if self._cortex is not None:
-            given = {"path": path, "step": step, "save_total_limit": save_total_limit, "export_hf": export_hf or None}
-            named = [k for k, v in given.items() if v is not None]
-            if named:
-                raise ArcticRLUnavailableError(
-                    None, f"save({', '.join(named)}=...): cortex keeps checkpoints in its own store and has no such "
-                    "field; call save() without arguments", "/save",
-                )  # fmt: skip
-            return await self._op("save", jid, json_body={"checkpoint_type": "resumable"})
         body = {"path": self._server_path(path), "step": step, "save_total_limit": save_total_limit}
         if export_hf:
             body["export_hf"] = True  # also write <target>/hf (save_pretrained: config + safetensors)
@@ -823,29 +544,12 @@ class AsyncArcticRLClient:
             "routing_key": routing_key,
             "strict": bool(strict),
         }
-        if self._cortex is not None:
-            limit = self.config.max_seq_len
-            for i, p in enumerate(wire_prompts):
-                if not isinstance(p, str) and len(p) >= limit:
-                    raise ArcticRLError(
-                        None, f"prompts[{i}] has {len(p)} tokens: max_seq_len {limit} leaves no room for an output "
-                        "token (never truncated)", "/generate",
-                    )  # fmt: skip
-            tree["sampling_params"] = {k: v for k, v in tree["sampling_params"].items() if v is not None}
-            tree = {k: v for k, v in tree.items() if v is not None}
         out = await self._op("generate", jid, tree=tree)
         results = out.get("results") if isinstance(out, dict) else None
         if not isinstance(results, list):
             raise ArcticRLError(None, f"the generate result has no results list: {str(out)[:300]}", "/generate")
         if len(results) != len(prompts):
             raise ArcticRLError(None, f"{len(results)} results for {len(prompts)} prompts", "/generate")
-        if self._cortex is not None and (sampling_params or {}).get("logprobs") is not None:
-            missing = [i for i, r in enumerate(results) if r.get("logprobs") is None]
-            if missing:
-                raise ArcticRLError(
-                    None, f"sampling_params.logprobs was set but {len(missing)} cortex result(s) carry no logprobs "
-                    f"(first: results[{missing[0]}])", "/generate",
-                )  # fmt: skip
         if check is not None:
             self._count_mismatches(check, results, [len(p) for p in prompts])
         return results
@@ -929,7 +633,7 @@ class AsyncArcticRLClient:
         tid = self._need("training", "sync_weights")
         sid = self._need("sampling", "sync_weights")
         payload: dict[str, Any] = {"source_sub_job_id": tid, "target_sub_job_ids": [sid]}
-        if policy_version is not None and self._cortex is None:
+        if policy_version is not None:
             payload["policy_version"] = policy_version
         body = {"operation_type": "weight-sync", "sub_job_id": tid, "sub_job_type": "training", "payload": payload}
         return await self._op("sync_weights", tid, json_body=body, idempotent=policy_version is not None)
@@ -950,8 +654,6 @@ class AsyncArcticRLClient:
             "sub_job_type": "sampling",
             "payload": {"drain": True, "timeout_s": 60.0, "retry_interval_s": 0.1},
         }
-        if self._cortex is not None:
-            body["sub_job_id"] = sid  # SnowAPI routes by the sub-job (the URL names the parent job)
         return await self._op("reset_prefix_cache", sid, json_body=body)
 
     async def weight_norm(self) -> dict:
@@ -1047,7 +749,7 @@ class ArcticRLClient:
         if self._loop.is_closed():
             return []
         c = self._client
-        if c._transport is None and c._server is None and c._cortex is None:  # never started: nothing to release
+        if c._transport is None:  # never connected: nothing to release
             self._loop.close()
             return []
         try:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from arctic_platform.client.client import AsyncArcticRLClient
-from arctic_platform.client.cortex import CORTEX_NOOPS, CORTEX_ROUTES
+from arctic_platform.client.transports.onprem import OnPremTransport
+from arctic_platform.client.transports.snowapi import CORTEX_NOOPS, CORTEX_ROUTES
 from arctic_platform.endpoints import ENDPOINTS, OPERATION_TYPES
 
 
@@ -37,10 +38,11 @@ def test_every_server_route_is_a_row_and_every_row_a_route():
     assert OPERATION_TYPES == ("weight-sync", "reset-prefix-cache", "sleep-inference", "wake-inference")
 
 
-class _Recorder(AsyncArcticRLClient):
-    """The client with its one sending method recording instead of sending (the dispatch is what is tested)."""
+class _Recorder(OnPremTransport):
+    """The on-prem transport with its one sending method recording instead of sending (the client's dispatch is what
+    is tested)."""
 
-    async def _op(self, name, job_id=None, *, json_body=None, tree=None, idempotent=None):
+    async def call(self, name, job_id=None, *, json_body=None, tree=None, idempotent=None):
         self.seen.append((name, job_id, idempotent))
         return {"results": [{"token_ids": [1]}], "metrics": {}}
 
@@ -49,9 +51,11 @@ class _Recorder(AsyncArcticRLClient):
 async def test_every_client_call_goes_through_its_row_with_the_rows_job():
     from arctic_platform.client import ArcticRLClientConfig
 
-    c = _Recorder(ArcticRLClientConfig(model_name="m", backend={"type": "onprem", "url": "http://x"}))
-    c.seen, c.capabilities = [], ("token_ids",)
-    c._jobs = {"training": 1, "sampling": 2, "log_prob": 3}
+    c = AsyncArcticRLClient(ArcticRLClientConfig(model_name="m", backend={"type": "onprem", "url": "http://x"}))
+    c.capabilities = ("token_ids",)
+    c._jobs.update({"training": 1, "sampling": 2, "log_prob": 3})
+    c._transport = rec = _Recorder(c.config, c._jobs)
+    rec.seen = []
     calls = {
         "health": (), "status": (), "job_info": (1,), "forward_backward": ({}, {}), "step": (), "profile": ("start",),
         "forward": ({}, {}), "save": (), "load_checkpoint": (), "generate": ([[5]],), "log_probs": (["x"],),
@@ -60,19 +64,19 @@ async def test_every_client_call_goes_through_its_row_with_the_rows_job():
         "reset_prefix_cache": (), "weight_norm": (),
     }  # fmt: skip
     for name, args in calls.items():
-        c.seen.clear()
+        rec.seen.clear()
         await getattr(c, name)(*args)
-        (got, job_id, _), *_ = c.seen
+        (got, job_id, _), *_ = rec.seen
         row = ENDPOINTS[name]
         assert got == name, (name, got)
         want = {"training": 1, "sampling": 2, "log_prob": 3}[row.job_types[0]] if row.job_types else None
         assert job_id == (1 if name == "job_info" else want), (name, job_id)
     # a row's key makes the call idempotent
-    c.seen.clear()
+    rec.seen.clear()
     await c.save(step=3)
     await c.sync_weights(policy_version=4)
     await c.save()
-    assert [i for _, _, i in c.seen] == [True, True, False]
+    assert [i for _, _, i in rec.seen] == [True, True, False]
     client_rows = {n for n in ENDPOINTS if hasattr(AsyncArcticRLClient, n)}
     assert client_rows == set(calls)
     assert set(CORTEX_ROUTES) | set(CORTEX_NOOPS) <= set(ENDPOINTS)

@@ -413,7 +413,7 @@ def connect_and_refuse(main_config: DictConfig, opts: ArcticOptions, translation
     refusals = [retarget(r) for r in settings_refusals(main_config, opts, client.backend_profile)]
     if cortex:
         # what the create body has no field for (client config terms; the client refuses it too)
-        from arctic_platform.client.cortex_body import cortex_refusals
+        from arctic_platform.client.transports.cortex_body import cortex_refusals
 
         refusals += [f"remote_backend.arctic: {r}" for r in cortex_refusals(client_config)]
     refuse(refusals, client.backend_profile, "cortex" if cortex else "/health")
@@ -483,10 +483,10 @@ class ArcticRemoteBackend(RemoteBackend):
         """Before Ray starts (``main_ppo``) and in a dry run (``compose_check``): every refusal at once
         (:func:`check_config`). A local server's GPUs are the ones this driver sees: recorded here, before Ray
         starts, for the server verl's TaskRunner actor spawns
-        (:func:`arctic_platform.client.transports.record_node_devices`)."""
+        (:func:`arctic_platform.client.transports.local_server.record_node_devices`)."""
         opts, _ = check_config(main_config)
         if opts.backend.type == "local":
-            from arctic_platform.client.transports import record_node_devices
+            from arctic_platform.client.transports.local_server import record_node_devices
 
             record_node_devices()
 

@@ -30,8 +30,8 @@ TLS) serving ``/api/v2/databases/{db}/schemas/{schema}/{endpoint}``:
 
 Model work is delegated to a backend: :class:`CannedBackend` (deterministic results, for transport tests) or
 :class:`EmbeddedBackend`, which fronts a real embedded Arctic RL server through the on-prem client, turning the
-forward-backward contract (:mod:`arctic_platform.client.cortex_body`) back into verl's batch so the update trains
-with real gradients. ``python fake_snowapi.py --backend-url URL --port-file F`` runs it as a process.
+forward-backward contract (:mod:`arctic_platform.client.transports.cortex_body`) back into verl's batch so the update
+trains with real gradients. ``python fake_snowapi.py --backend-url URL --port-file F`` runs it as a process.
 """
 
 from __future__ import annotations

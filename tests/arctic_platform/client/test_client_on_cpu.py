@@ -56,7 +56,7 @@ def client(tiny_model_dir, tmp_path_factory):
     c.tmp = tmp
     yield c
     c.close()
-    assert c._client._server.proc.poll() is not None  # the local server is gone
+    assert c._client._transport.server.proc.poll() is not None  # the local server is gone
 
 
 def _dense(prompts, results):
@@ -292,7 +292,7 @@ async def test_a_client_destroys_only_the_jobs_it_created(onprem_server, tiny_mo
 
 @pytest.mark.asyncio
 async def test_timeouts_connection_errors_and_server_reasons(onprem_server, tiny_model_dir):
-    from arctic_platform.client.transports import HttpTransport
+    from arctic_platform.client.transports.http_session import HttpSession
 
     cfg = dict(model_name=str(tiny_model_dir), training_gpus=0, log_prob_gpus=0, max_retries=0, request_timeout=60)
     async with AsyncArcticRLClient(ArcticRLClientConfig(**cfg, backend=OnPremConfig(url=onprem_server.url))) as c:
@@ -301,7 +301,7 @@ async def test_timeouts_connection_errors_and_server_reasons(onprem_server, tiny
         assert ei.value.status == 422 and "outside [0, 320)" in ei.value.reason and ei.value.endpoint == "/generate"
         # the failed call does not poison the connection: the next call on the same client succeeds
         assert len((await c.generate([[5, 6]], {"max_tokens": 2}))[0]["token_ids"]) <= 2
-        impatient = HttpTransport(c.url, token=None, connect_timeout=5, request_timeout=0.001, max_retries=0)
+        impatient = HttpSession(c.url, token=None, connect_timeout=5, request_timeout=0.001, max_retries=0)
         body = {"prompts": [[5, 6]], "sampling_params": {"max_tokens": 48, "ignore_eos": True}}
         with pytest.raises(ArcticRLError, match="no reply within") as ei:
             await impatient.request("POST", "/generate", params={"job_id": c.sampling_job_id}, json_body=body)
@@ -329,7 +329,7 @@ async def test_a_failed_job_reports_its_reason_at_once_and_cleans_up(tiny_model_
     # a terminal state ends the wait at once: waiting out job_ready_timeout (600 s) would raise "still <state> after
     # job_ready_timeout" instead of the server's reason, so no timing assertion is needed
     assert e.job_status == "failed" and "initialization failed" in e.reason and "sub_jobs=[sampling=failed]" in e.reason
-    assert c._server.proc.poll() is not None  # the server this client started is stopped again
+    assert c._transport.server.proc.poll() is not None  # the server this client started is stopped again
 
 
 @pytest.mark.asyncio
@@ -366,7 +366,7 @@ async def test_a_job_left_building_that_fails_raises_in_wait_ready_and_in_a_reat
             await c.wait_ready()
     finally:
         await c.close()
-    assert c._server.proc.poll() is not None
+    assert c._transport.server.proc.poll() is not None
 
 
 @pytest.mark.asyncio
@@ -387,7 +387,7 @@ async def test_local_token_never_leaks_and_close_stops_the_server(tiny_model_dir
         monkeypatch.delenv("ARCTIC_TEST_TOKEN")
         with pytest.raises(ArcticRLError, match="ARCTIC_TEST_TOKEN"):
             await AsyncArcticRLClient.from_handle(handle).start()
-        proc = c._server.proc
+        proc = c._transport.server.proc
     assert proc.poll() is not None
     assert secret not in (tmp_path / "server.log").read_text()
     await c.close()
@@ -397,8 +397,8 @@ async def test_local_token_never_leaks_and_close_stops_the_server(tiny_model_dir
 async def test_close_is_quick_when_the_local_server_died(tiny_model_dir, tmp_path):
     c = AsyncArcticRLClient(_config(tiny_model_dir, tmp_path, training_gpus=0, log_prob_gpus=0))
     await c.start()
-    c._server.proc.kill()
-    c._server.proc.wait()
+    c._transport.server.proc.kill()
+    c._transport.server.proc.wait()
     with pytest.raises(ArcticRLError) as ei:
         await c.generate([[5]], {"max_tokens": 1})
     assert ei.value.status is None

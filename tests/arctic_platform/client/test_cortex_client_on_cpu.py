@@ -12,8 +12,13 @@ import torch
 
 from arctic_platform import wire
 from arctic_platform.client import ArcticRLClient, ArcticRLClientConfig, ArcticRLError, AsyncArcticRLClient
-from arctic_platform.client.cortex_body import CortexSchedule, forward_backward_frame, shift_left, sub_job_configs
 from arctic_platform.client.errors import ArcticRLUnavailableError
+from arctic_platform.client.transports.cortex_body import (
+    CortexSchedule,
+    forward_backward_frame,
+    shift_left,
+    sub_job_configs,
+)
 
 
 def _config(fake, **kw) -> ArcticRLClientConfig:

@@ -19,8 +19,8 @@ import torch
 
 from arctic_platform import wire
 from arctic_platform.client import ArcticRLClientConfig, ArcticRLError, AsyncArcticRLClient, CortexConfig
-from arctic_platform.client.cortex import ChunkGroupError, CortexTransport
 from arctic_platform.client.errors import ArcticRLJobError
+from arctic_platform.client.transports.snowapi import ChunkGroupError, SnowApi
 
 pytestmark = pytest.mark.asyncio
 
@@ -45,7 +45,7 @@ def _config(fake, *, backend: dict | None = None, **kw) -> ArcticRLClientConfig:
 async def _client(fake, clock, **kw) -> AsyncArcticRLClient:
     c = AsyncArcticRLClient(_config(fake, **kw), sleep=clock.sleep)
     await c.connect()
-    c._cortex._clock = clock  # deadlines read the virtual clock too
+    c._transport.api._clock = clock  # deadlines read the virtual clock too
     return c
 
 
@@ -299,7 +299,7 @@ async def test_the_fake_keeps_chunk_groups_at_most_once(fake, clock):
 
     c = await _client(fake, clock)
     await c.start()
-    url = f"{c._cortex.prefix}/{c._cortex_job}/forward-backward"
+    url = f"{c._transport.api.prefix}/{c._transport.job_id}/forward-backward"
     h = {"Content-Type": "application/octet-stream"}
     tree = {"x": torch.arange(5000)}
     chunks = wire.encode_request_chunks(tree, operation="forward-backward", max_bytes=16384)
@@ -408,7 +408,7 @@ async def test_pat_headers_over_tls_and_the_pat_nowhere_else(fake_mod, clock, tl
         with pytest.raises(ArcticRLError) as ei:
             await c.step()
         handle = c.reconnect_handle()
-        texts = [repr(c), repr(c._cortex), json.dumps(handle), str(ei.value), repr(ei.value), caplog.text]
+        texts = [repr(c), repr(c._transport), json.dumps(handle), str(ei.value), repr(ei.value), caplog.text]
         await c.close()
         assert all(e.headers["authorization"] == f"Bearer {pat}" for e in fake.exchanges)
         assert all(
@@ -435,13 +435,11 @@ async def test_host_without_a_pat_fails_before_any_call(monkeypatch):
         await AsyncArcticRLClient(cfg).start()
 
 
-async def test_transport_repr_and_prefix_without_auth(fake):
-    t = CortexTransport(
+async def test_snowapi_repr_and_prefix_without_auth(fake):
+    t = SnowApi(
         CortexConfig(base_url=fake.url + "/", database="D", schema="S", endpoint="cortex-post-training"),
         request_timeout=5, connect_timeout=5, job_ready_timeout=5,
     )  # fmt: skip
     assert t.prefix == f"{fake.url}/api/v2/databases/D/schemas/S/cortex-post-training"
-    assert repr(t) == f"CortexTransport(prefix={t.prefix!r})" and "authorization" not in {
-        k.lower() for k in t._client.headers
-    }
+    assert repr(t) == f"SnowApi(prefix={t.prefix!r})" and "authorization" not in {k.lower() for k in t._client.headers}
     await t.aclose()

@@ -1,8 +1,9 @@
 # Copyright 2026 The arctic-verl Authors
 # SPDX-License-Identifier: Apache-2.0
-"""The GPUs a local server gets (arctic_platform.client.transports.server_environment): verl's TaskRunner Ray actor,
-which asks Ray for no GPU, spawns it; the server must see the node's GPUs, not the empty CUDA_VISIBLE_DEVICES Ray
-gives such an actor when RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1 (Ray 2.60's default keeps the node's value)."""
+"""The GPUs a local server gets (arctic_platform.client.transports.local_server.server_environment): verl's
+TaskRunner Ray actor, which asks Ray for no GPU, spawns it; the server must see the node's GPUs, not the empty
+CUDA_VISIBLE_DEVICES Ray gives such an actor when RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1 (Ray 2.60's default keeps the
+node's value)."""
 
 import asyncio
 import os
@@ -10,7 +11,7 @@ import sys
 
 from ray import cloudpickle
 
-from arctic_platform.client.transports import NODE_DEVICES_ENV, record_node_devices, server_environment
+from arctic_platform.client.transports.local_server import NODE_DEVICES_ENV, record_node_devices, server_environment
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -44,7 +45,7 @@ def _spawn_and_ask() -> tuple:
     import httpx
 
     from arctic_platform.client.config import LocalConfig
-    from arctic_platform.client.transports import LocalServer
+    from arctic_platform.client.transports.local_server import LocalServer
 
     inherited = os.environ.get("CUDA_VISIBLE_DEVICES")
     server = LocalServer(

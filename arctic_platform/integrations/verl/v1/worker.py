@@ -29,8 +29,8 @@ On Snowflake Cortex (``backend.type=cortex``) there is no ``/forward``: ``comput
 the start-up check allows it only for one mini-batch of one epoch without KL, where the backend's loss uses the
 current policy's log-probs, detached, as verl's on-policy update does) and ``update_actor`` then sends no old
 log-probs; in verl's bypass mode the old log-probs are the rollout's and are sent. The client turns the batch into
-Cortex's forward-backward contract (``arctic_platform.client.cortex_body``), and the step and forward-backward
-replies carry no ``metrics`` block (read flat).
+Cortex's forward-backward contract (``arctic_platform.client.transports.cortex_body``), and the step and
+forward-backward replies carry no ``metrics`` block (read flat).
 
 All data-plane methods are plain ``async def`` under ``@register`` (the seam keeps their coroutine status), so the
 worker needs no private event-loop thread. Never touches CUDA: the backend owns every device.

@@ -192,7 +192,7 @@ def test_probe_fails_when_a_job_outlives_its_destroy(arctic_overrides, proxied, 
     the server; the other two jobs are destroyed. (One failing job, not three: each pays the retries' backoff.)"""
     import httpx
 
-    from arctic_platform.client.client import DESTROY_RETRIES
+    from arctic_platform.client.transports.onprem import DESTROY_RETRIES
 
     answer = proxied.module.Answer
     proxied.rule = lambda call, calls: (

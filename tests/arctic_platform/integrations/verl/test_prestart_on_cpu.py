@@ -62,7 +62,7 @@ def test_from_config_adopts_the_prestarted_server_and_jobs(cfg, tmp_path):
     finally:
         backend.destroy()  # the adopter owns the jobs: it destroys them, as a TaskRunner's backend did
     assert _states(url, jobs) == dict.fromkeys(jobs, "TERMINATED")
-    server = driver._client._server.proc
+    server = driver._client._transport.server.proc
     assert server.poll() is None  # the driver's server outlives the TaskRunner's backend ...
     early.release()
     assert server.wait(30) is not None  # ... and stops when the driver releases it (atexit)

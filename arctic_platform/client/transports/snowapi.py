@@ -12,12 +12,12 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 # SPDX-License-Identifier: Apache-2.0
-"""The Snowflake Cortex transport: SnowAPI's ``cortex-training`` endpoint over httpx, retried with tenacity.
+"""SnowAPI, the wire of the Cortex transport: its ``cortex-training`` endpoint over httpx, retried with tenacity.
 
 SnowAPI (``DSS-Server-API-Specification.md`` of Arctic-Platform; ``../shared/docs/cortex-snowapi.md`` here) is
 asynchronous: one create (``POST {prefix}``) makes a job with typed sub-jobs, ``GET {prefix}/{job}`` reports its
 state, and every data-plane call answers a ``request_id`` that is polled (``GET {prefix}/{job}/requests/{id}``) to
-its result. :class:`CortexTransport` speaks it; the client (:mod:`.client`) maps each row of the endpoint table
+its result. :class:`SnowApi` speaks it; the Cortex transport (:mod:`.cortex`) maps each row of the endpoint table
 (:data:`arctic_platform.endpoints.ENDPOINTS`) to a :data:`CORTEX_ROUTES` route, a no-op (:data:`CORTEX_NOOPS`: Cortex
 sub-jobs are always awake) or an "unavailable on cortex" error.
 
@@ -66,9 +66,9 @@ from typing import Any, Literal
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from ..protocol import JOB_TYPES, TERMINAL_STATES, normalize_state
-from .config import CortexConfig
-from .errors import ArcticRLError, ArcticRLJobError, ArcticRLUnavailableError
+from ...protocol import JOB_TYPES, TERMINAL_STATES, normalize_state
+from ..config import CortexConfig
+from ..errors import ArcticRLError, ArcticRLJobError, ArcticRLUnavailableError
 
 logger = logging.getLogger("arctic_platform.client")
 
@@ -76,7 +76,7 @@ __all__ = [
     "CORTEX_NOOPS",
     "CORTEX_ROUTES",
     "CortexRoute",
-    "CortexTransport",
+    "SnowApi",
     "ChunkGroupError",
     "cortex_unavailable",
     "sub_job_role",
@@ -242,7 +242,7 @@ def _to_python(obj: Any) -> Any:
     return obj
 
 
-class CortexTransport:
+class SnowApi:
     """One httpx client bound to a SnowAPI prefix (see the module docstring for the rules).
 
     Args:
@@ -297,7 +297,7 @@ class CortexTransport:
         )
 
     def __repr__(self) -> str:
-        return f"CortexTransport(prefix={self.prefix!r})"
+        return f"SnowApi(prefix={self.prefix!r})"
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -494,7 +494,7 @@ class CortexTransport:
 
     async def _submit_octet(self, url: str, what: str, route: CortexRoute, tree: Any) -> Any:
         """Post the DSSST1 frame (chunked when over the cap, always for an envelope route); the final reply."""
-        from .. import wire
+        from ... import wire
 
         chunks = await asyncio.to_thread(
             wire.encode_request_chunks, tree, operation=route.op, max_bytes=self.max_chunk_bytes,
@@ -554,7 +554,7 @@ class CortexTransport:
 
     @staticmethod
     def _add_result_chunk(chunks: dict[int, bytes], ev: dict, request_id: str, what: str) -> None:
-        from .. import wire
+        from ... import wire
 
         try:
             payload = base64.b64decode(ev["payload_b64"], validate=True)
@@ -573,7 +573,7 @@ class CortexTransport:
 
     @staticmethod
     def _decode_result(chunks: dict[int, bytes], result: Any, request_id: str, what: str) -> Any:
-        from .. import wire
+        from ... import wire
 
         try:
             if chunks:

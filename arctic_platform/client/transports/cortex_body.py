@@ -64,9 +64,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import ArcticRLClientConfig
-from .cortex import CREATE_JOB_TYPES
-from .errors import ArcticRLError
+from ..config import ArcticRLClientConfig
+from ..errors import ArcticRLError
+from .snowapi import CREATE_JOB_TYPES
 
 __all__ = [
     "FWD_BWD_CONTEXT",
@@ -202,8 +202,8 @@ class CortexSchedule:
     """
 
     def __init__(self, config: ArcticRLClientConfig):
-        from ..ds_config import schedule_settings
-        from ..schedule import TrainingSettings
+        from ...ds_config import schedule_settings
+        from ...schedule import TrainingSettings
 
         t = config.training
         self.settings = TrainingSettings(lr=t.optimizer.lr, **schedule_settings(t.lr_schedule))
@@ -248,7 +248,7 @@ class CortexSchedule:
     def _lr_after(self, ticks: int) -> float:
         import torch
 
-        from ..schedule import build_scheduler
+        from ...schedule import build_scheduler
 
         st = self.settings
         if st.lr_scheduler_type == "constant" and st.warmup_steps <= 0 and st.warmup_steps_ratio <= 0:
