@@ -251,7 +251,8 @@ class CortexTransport(Transport):
         moved = sched.observe(reply.get("global_steps") if isinstance(reply, dict) else None)
         if moved:
             logger.warning(moved)
-        next_lr = sched.tick() if body.get("lr_scheduler_step", True) else sched.rate()
+        ticks = body.get("lr_scheduler_step")  # absent: the step ticks the schedule (the client's default)
+        next_lr = sched.tick() if ticks is None or ticks else sched.rate()
         return step_reply(reply, next_lr)
 
     @staticmethod
