@@ -341,6 +341,9 @@ c = r["counts"]
 print("build: tests   " + ", ".join(f"{c.get(k, 0)} {k}" for k in ("passed", "failed", "error", "skipped", "xfailed", "deselected")))
 state = "OVER BUDGET" if r["over_budget"] else "within budget"
 print(f"build: budget  pytest {r['wall_s']:.0f} s of {r['budget_s']:.0f} s: {state}; CPUs busy {r['cpu_busy']:.0%}")
+if r.get("pace"):
+    print(f"build: pace    tests at {r['pace']:.2f}x their recorded seconds (tests/durations.json): about "
+          f"{r['wall_s'] / r['pace']:.0f} s at the recorded pace")
 for d, nodeid in r["slow_tests"]:
     print(f"build: slow    {d:.0f} s {nodeid} (over its own budget)")
 PY

@@ -243,6 +243,19 @@ def pytest_collectreport(report):
         _REPORT.skip(report)
 
 
+def pace(durations: dict[str, float], recorded: dict[str, float], floor: float = 1.0, least: int = 20):
+    """How fast this run went against ``tests/durations.json``: the median of this run's seconds over the recorded
+    ones, for the tests both have that took at least ``floor`` s when recorded (shorter ones are mostly noise), and
+    how many that is; ``None`` under ``least`` such tests. Most tests do not change between two runs, so a pace
+    far from 1 says the machine ran at another speed (it varies 2x from day to day), not that the suite grew."""
+    ratios = sorted(durations[n] / r for n, r in recorded.items() if r >= floor and durations.get(n, 0) > 0)
+    if len(ratios) < least:
+        return None
+    mid = len(ratios) // 2
+    median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+    return median, len(ratios)
+
+
 def _budget(config, name: str) -> float:
     return float(config.getini(name))
 
@@ -286,6 +299,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         tr.write_line(
             f"OVER BUDGET: the pytest stage took {wall:.0f} s, over its {budget:.0f} s (arctic_pytest_budget_s)"
         )
+    measured = pace(_REPORT.durations, load_durations())
+    if measured is not None:
+        tr.write_line(
+            f"pace: the tests took {measured[0]:.2f}x their recorded seconds (median of {measured[1]} tests, "
+            f"tests/durations.json); at the recorded pace the stage would take about {wall / measured[0]:.0f} s"
+        )
     for d, nodeid in slow:
         tr.write_line(f"over its own budget: {d:.0f} s {nodeid}")
     unreviewed = unreviewed_skips(_REPORT.skips)
@@ -300,6 +319,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                     "budget_s": budget,
                     "over_budget": wall > budget,
                     "cpu_busy": round(cpu_busy, 3),
+                    "pace": None if measured is None else round(measured[0], 3),
                     "counts": counts,
                     "unreviewed_skips": unreviewed,
                     "slow_tests": [[round(d, 1), nodeid] for d, nodeid in slow],

@@ -79,6 +79,7 @@ def test_units_order_and_report(tmp_path):
     assert data["counts"]["passed"] == 6 and data["over_budget"] is True
     assert set(data["durations"]) == set(worker) and data["durations"]["tests/unit/test_dear.py::test_d0"] >= 0.4
     assert 0.0 <= data["cpu_busy"] <= 1.0
+    assert data["pace"] is None and "pace:" not in r.stdout  # four recorded tests: too few to say
 
 
 def test_an_unreviewed_skip_fails_the_run(tmp_path):
@@ -104,3 +105,17 @@ def test_an_unreviewed_skip_fails_the_run(tmp_path):
     )
     assert r.returncode == 0 and "UNREVIEWED SKIP" not in r.stdout, r.stdout[-3000:]
     assert "1 skipped" in r.stdout
+
+
+def test_pace_is_the_median_ratio_to_the_recorded_seconds():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("suite_conftest", CONFTEST)
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    recorded = {f"t{i}": 2.0 for i in range(25)} | {"short": 0.1, "gone": 5.0}
+    run = {f"t{i}": 2.0 * (1.8 if i < 20 else 9.0) for i in range(25)} | {"short": 50.0, "new": 100.0}
+    # 25 tests both have over the 1 s floor: 20 ran at 1.8x, five grew (9x); the short one and the new one do not count
+    assert conftest.pace(run, recorded) == (1.8, 25)
+    assert conftest.pace(run, recorded, least=26) is None  # too few to say
+    assert conftest.pace({f"t{i}": 1.0 for i in range(4)}, {f"t{i}": 2.0 for i in range(4)}, least=4) == (0.5, 4)
