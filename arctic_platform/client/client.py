@@ -49,6 +49,7 @@ from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ..backend_profile import ARCTIC_PLATFORM_MAIN, BackendProfile
+from ..endpoints import endpoint
 from ..protocol import FORWARD_PROCESSING, JOB_TYPES, TERMINAL_STATES, UPDATE_PROCESSING, normalize_state
 from .config import ArcticRLClientConfig
 from .errors import ArcticRLError
@@ -211,7 +212,7 @@ class AsyncArcticRLClient:
         Cortex: one create makes every sub-job (retried only when it provably never landed); this waits for the job
         to be ``running`` (``wait_for`` does not apply: SnowAPI reports one state for the job), and the sub-job ids
         become the job ids. What Cortex has no field for is refused before the create
-        (``ArcticRLUnavailableError``, :func:`.cortex_body.cortex_refusals`).
+        (``ArcticRLUnavailableError``, :func:`.transports.cortex_body.cortex_refusals`).
 
         Raises:
             ArcticRLError: the server did not come up, a job failed (``ArcticRLJobError``, with the reason), or
@@ -365,8 +366,6 @@ class AsyncArcticRLClient:
         """Send the call of endpoint row ``name`` (``tree``: a frame body) through the transport and return the
         reply. ``idempotent``: when the call carries the row's idempotency key (``step=``, ``policy_version=``)."""
         if self._transport is None:
-            from ..endpoints import endpoint
-
             raise ArcticRLError(None, "the client is not started (await client.start())", endpoint(name).path)
         return await self._transport.call(name, job_id, json_body=json_body, tree=tree, idempotent=idempotent)
 
@@ -380,8 +379,6 @@ class AsyncArcticRLClient:
             self._transport.check_route(name)
         jid = self._jobs[job_type]
         if jid is None:
-            from ..endpoints import endpoint
-
             raise ArcticRLError(None, f"No {job_type} job initialized.", endpoint(name).path)
         return jid
 
@@ -415,9 +412,9 @@ class AsyncArcticRLClient:
             ["actor/entropy_loss"], ["kl_loss", "kl_coef"], "loss"} (verl's names), "avg_loss"}``. Cortex:
             ``{"job_id", "avg_loss", "metrics" (may be empty), "post_process_outputs"}``.
 
-        Cortex: the batch travels as the ``grpo`` contract (:func:`.cortex_body.forward_backward_frame`: the prompt
-        length, the loss settings of ``meta``; ``old_log_probs`` only when the batch has them), in a chunk envelope
-        whose group id makes a resent call run once; ``processing`` must name verl's PPO loss (or be None).
+        Cortex: the batch travels as the ``grpo`` contract (:func:`.transports.cortex_body.forward_backward_frame`:
+        the prompt length, the loss settings of ``meta``; ``old_log_probs`` only when the batch has them), in a chunk
+        envelope whose group id makes a resent call run once; ``processing`` must name verl's PPO loss (or be None).
         """
         jid = self._need("training", "forward_backward")
         tree = {"batch": batch, "meta": meta, "processing": processing or UPDATE_PROCESSING}
